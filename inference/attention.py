@@ -1,0 +1,42 @@
+"""Per-step attention metadata and the forward context that routes attention to the paged kernels."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import ops
+
+
+@dataclass
+class AttentionMetadata:
+    """Where this step's tokens go in the KV cache and which keys each query sees."""
+
+    slot_mapping: torch.Tensor  # [N] int64: cache slot of each new token (-1 = padding)
+    block_tables: torch.Tensor  # [B, max_blocks] int32: each sequence's blocks
+    seq_lens: torch.Tensor  # [B] int32: keys per sequence, this step's tokens included
+    cu_seqlens_q: torch.Tensor  # [B+1] int32: offsets of each sequence's new tokens in the batch
+    max_q_len: int
+    max_seq_len: int
+    decode_only: bool  # every sequence adds exactly one token: the decode kernel serves them
+
+
+class StepContext:
+    """The ForwardContext of one step: KV caches, metadata and rotary tables."""
+
+    def __init__(self, kv_caches: list[tuple[torch.Tensor, torch.Tensor]], meta: AttentionMetadata,
+                 cos_sin_cache: torch.Tensor, scale: float):
+        self.kv_caches = kv_caches
+        self.meta = meta
+        self.cos_sin_cache = cos_sin_cache
+        self.scale = scale
+
+    def attention(self, layer_idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        k_cache, v_cache = self.kv_caches[layer_idx]
+        meta = self.meta
+        ops.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
+        if meta.decode_only:
+            return ops.paged_attention_decode(q, k_cache, v_cache, meta.block_tables, meta.seq_lens,
+                                              self.scale, meta.max_seq_len)
+        return ops.paged_attention_prefill(q, k_cache, v_cache, meta.block_tables, meta.cu_seqlens_q,
+                                           meta.seq_lens, self.scale, meta.max_q_len)

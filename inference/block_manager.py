@@ -1,0 +1,186 @@
+"""BlockManager: gives sequences their KV blocks, finds cached prefixes, holds pins and tenant quotas.
+
+Every full block is named by a hash chained from its parent's hash and its tokens. The chain of each
+tenant starts from its own salt, so two tenants with the same prompt never share a block (no
+cross-tenant reuse, hence no timing side channel), while all requests of one tenant share it.
+"""
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections import Counter
+from dataclasses import dataclass
+
+from .block_pool import BlockPool
+from .errors import PinCapacityError
+from .sequence import Sequence
+
+
+def salt_hash(tenant: str | None) -> bytes:
+    """The root of a tenant's hash chain."""
+    return hashlib.blake2b(b"pagoda-tenant:" + (tenant or "").encode(), digest_size=16).digest()
+
+
+def hash_block(parent: bytes, token_ids: list[int]) -> bytes:
+    return hashlib.blake2b(parent + array("q", token_ids).tobytes(), digest_size=16).digest()
+
+
+@dataclass
+class Pin:
+    key: str
+    tenant: str | None
+    block_ids: list[int]
+    num_tokens: int  # tokens covered by the pinned blocks (whole blocks only)
+    num_prompt_tokens: int  # tokens asked to be pinned
+
+
+class BlockManager:
+    """Block allocation for sequences on top of a BlockPool. Plain ints in, so it is tested alone."""
+
+    def __init__(self, num_blocks: int, block_size: int, enable_caching: bool = True,
+                 max_pinned_blocks: int = 0, tenant_max_blocks: int | None = None):
+        self.block_size = block_size
+        self.enable_caching = enable_caching
+        self.pool = BlockPool(num_blocks, enable_caching)
+        self.max_pinned_blocks = max_pinned_blocks
+        self.tenant_max_blocks = tenant_max_blocks
+        self.pins: dict[str, Pin] = {}
+        self._pinned_refs: Counter[int] = Counter()  # block id -> number of pins holding it
+        self.num_queried_tokens = 0  # prompt tokens looked up in the prefix cache
+        self.num_hit_tokens = 0  # of which served from it
+
+    # -- hashing ------------------------------------------------------------------------------
+    def _extend_hashes(self, seq: Sequence, num_tokens: int) -> None:
+        """Make sure seq.block_hashes covers every full block among its first `num_tokens` tokens."""
+        bs = self.block_size
+        hashes = seq.block_hashes
+        while len(hashes) < num_tokens // bs:
+            i = len(hashes)
+            parent = hashes[i - 1] if i else salt_hash(seq.tenant)
+            hashes.append(hash_block(parent, seq.token_ids(i * bs, (i + 1) * bs)))
+
+    # -- admission and growth ---------------------------------------------------------------------
+    def num_blocks_needed(self, seq: Sequence, num_new_tokens: int) -> int:
+        total = -(-(seq.num_computed_tokens + num_new_tokens) // self.block_size)
+        return max(0, total - len(seq.block_table))
+
+    def tenant_allows(self, seq: Sequence, num_new_blocks: int) -> bool:
+        if self.tenant_max_blocks is None:
+            return True
+        return self.pool.num_used_by_tenant[seq.tenant] + num_new_blocks <= self.tenant_max_blocks
+
+    def take_cached_prefix(self, seq: Sequence) -> int:
+        """Attach the longest run of cached blocks to a sequence that holds none. Returns tokens hit.
+
+        The last token is never taken from the cache: its logits must be computed.
+        """
+        assert not seq.block_table and seq.num_computed_tokens == 0
+        if not self.enable_caching:
+            return 0
+        max_blocks = (seq.num_tokens - 1) // self.block_size
+        self._extend_hashes(seq, max_blocks * self.block_size)
+        hit_ids = []
+        for h in seq.block_hashes[:max_blocks]:
+            block_id = self.pool.lookup(h)
+            if block_id is None:
+                break
+            hit_ids.append(block_id)
+        self.pool.touch(hit_ids)
+        seq.block_table = hit_ids
+        seq.num_computed_tokens = len(hit_ids) * self.block_size
+        seq.num_committed_blocks = len(hit_ids)
+        return seq.num_computed_tokens
+
+    def record_query(self, num_prompt_tokens: int, num_hit_tokens: int) -> None:
+        self.num_queried_tokens += num_prompt_tokens
+        self.num_hit_tokens += num_hit_tokens
+
+    def allocate(self, seq: Sequence, num_new_tokens: int) -> bool:
+        """Give `seq` the blocks for `num_new_tokens` more tokens. False (and no change) if none left."""
+        needed = self.num_blocks_needed(seq, num_new_tokens)
+        if needed > self.pool.num_free:
+            return False
+        if needed:
+            seq.block_table.extend(self.pool.allocate(needed, seq.tenant))
+        return True
+
+    def commit(self, seq: Sequence) -> None:
+        """Register the blocks that this step filled, so later requests can reuse them."""
+        if not self.enable_caching:
+            return
+        num_full = seq.num_computed_tokens // self.block_size
+        if num_full <= seq.num_committed_blocks:
+            return
+        self._extend_hashes(seq, num_full * self.block_size)
+        for i in range(seq.num_committed_blocks, num_full):
+            self.pool.cache(seq.block_table[i], seq.block_hashes[i])
+        seq.num_committed_blocks = num_full
+
+    def free(self, seq: Sequence) -> None:
+        """Return a sequence's blocks, tail first: the least reusable blocks are evicted first."""
+        self.pool.release(seq.block_table[::-1])
+        seq.block_table = []
+        seq.num_committed_blocks = 0
+
+    # -- pins --------------------------------------------------------------------------------------
+    @property
+    def num_pinned_blocks(self) -> int:
+        return len(self._pinned_refs)
+
+    def check_pin_capacity(self, key: str, num_prompt_tokens: int) -> None:
+        """Raise PinCapacityError if pinning this many tokens under `key` would pass the cap."""
+        new_blocks = num_prompt_tokens // self.block_size
+        old = self.pins.get(key)
+        # Count as if the old pin under this key were already gone: a re-pin replaces it.
+        current = self.num_pinned_blocks - (
+            sum(1 for b in old.block_ids if self._pinned_refs[b] == 1) if old else 0)
+        if current + new_blocks > self.max_pinned_blocks:
+            raise PinCapacityError(
+                f"pinning {new_blocks} blocks for {key!r} would exceed the pin cap: "
+                f"{current} of {self.max_pinned_blocks} pinned blocks already in use")
+
+    def pin(self, key: str, seq: Sequence) -> Pin:
+        """Pin the full blocks of a sequence whose prompt has been computed; replaces an old pin."""
+        num_full = seq.num_prompt_tokens // self.block_size
+        self.commit(seq)
+        block_ids = seq.block_table[:num_full]
+        self.pool.touch(block_ids)
+        for b in block_ids:
+            self._pinned_refs[b] += 1
+        old = self.pins.get(key)
+        self.pins[key] = Pin(key, seq.tenant, block_ids, num_full * self.block_size,
+                             seq.num_prompt_tokens)
+        if old is not None:
+            self._release_pin(old)
+        return self.pins[key]
+
+    def unpin(self, key: str) -> bool:
+        pin = self.pins.pop(key, None)
+        if pin is None:
+            return False
+        self._release_pin(pin)
+        return True
+
+    def _release_pin(self, pin: Pin) -> None:
+        for b in pin.block_ids:
+            self._pinned_refs[b] -= 1
+            if self._pinned_refs[b] == 0:
+                del self._pinned_refs[b]
+        self.pool.release(pin.block_ids[::-1])
+
+    # -- stats -------------------------------------------------------------------------------------
+    def tenant_stats(self) -> dict[str | None, dict[str, int]]:
+        stats: dict[str | None, dict[str, int]] = {}
+
+        def row(t):
+            return stats.setdefault(t, {"num_blocks_used": 0, "num_blocks_cached": 0,
+                                        "num_blocks_pinned": 0})
+
+        for t, n in self.pool.num_used_by_tenant.items():
+            if n:
+                row(t)["num_blocks_used"] = n
+        for block_id in self.pool.cached.values():
+            row(self.pool.owner[block_id])["num_blocks_cached"] += 1
+        for b in self._pinned_refs:
+            row(self.pool.owner[b])["num_blocks_pinned"] += 1
+        return stats

@@ -1,0 +1,72 @@
+"""EngineConfig: the one validated configuration of the engine, passed to its coordinators."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import InvalidRequestError
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+
+
+@dataclass
+class EngineConfig:
+    """Everything the engine needs to start.
+
+    model: a built-in name ("smollm2-135m-instruct") or a Hugging Face folder (config.json + *.safetensors).
+    device: "auto" (CUDA if present, else CPU), "cpu" or "cuda".
+    dtype: "auto" (bfloat16 on CUDA, float32 on CPU), "float32", "bfloat16" or "float16".
+    block_size: tokens per KV-cache block.
+    num_kv_blocks: fixes the pool size; otherwise it is sized from cpu_kv_cache_bytes on CPU,
+        or gpu_memory_utilization of the device memory on CUDA.
+    max_num_seqs / max_num_batched_tokens: per-step caps on sequences and on tokens (chunked prefill).
+    max_model_len: context length; defaults to the model's.
+    max_pinned_fraction: share of the pool that pinned prefixes may hold.
+    tenant_max_blocks_fraction: share of the pool one tenant's requests may hold (None: no cap).
+    max_num_waiting: requests queued beyond this are refused at once (backpressure).
+    enforce_eager: no CUDA graphs.
+    """
+
+    model: str = DEFAULT_MODEL
+    device: str = "auto"
+    dtype: str = "auto"
+    block_size: int = 16
+    num_kv_blocks: int | None = None
+    cpu_kv_cache_bytes: int = 512 * 1024**2
+    gpu_memory_utilization: float = 0.90
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    max_model_len: int | None = None
+    enable_prefix_caching: bool = True
+    max_pinned_fraction: float = 0.20
+    tenant_max_blocks_fraction: float | None = None
+    max_num_waiting: int = 4096
+    enforce_eager: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("device", self.device in ("auto", "cpu", "cuda"), "one of auto, cpu, cuda"),
+            ("dtype", self.dtype in ("auto", "float32", "bfloat16", "float16"),
+             "one of auto, float32, bfloat16, float16"),
+            ("block_size", self.block_size in (8, 16, 32, 64, 128), "a power of two in [8, 128]"),
+            ("num_kv_blocks", self.num_kv_blocks is None or self.num_kv_blocks >= 2, ">= 2"),
+            ("gpu_memory_utilization", 0 < self.gpu_memory_utilization <= 1, "in (0, 1]"),
+            ("max_num_seqs", self.max_num_seqs >= 1, ">= 1"),
+            ("max_num_batched_tokens", self.max_num_batched_tokens >= self.block_size,
+             ">= block_size"),
+            ("max_pinned_fraction", 0 <= self.max_pinned_fraction <= 1, "in [0, 1]"),
+            ("tenant_max_blocks_fraction",
+             self.tenant_max_blocks_fraction is None or 0 < self.tenant_max_blocks_fraction <= 1,
+             "in (0, 1] or None"),
+            ("max_num_waiting", self.max_num_waiting >= 1, ">= 1"),
+        ]
+        for name, ok, rule in checks:
+            if not ok:
+                raise InvalidRequestError(f"{name} must be {rule}, got {getattr(self, name)!r}", field=name)
+
+    def resolved_device(self) -> str:
+        if self.device != "auto":
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"

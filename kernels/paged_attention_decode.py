@@ -1,0 +1,333 @@
+"""Paged attention for decode: one query token per sequence against its whole paged KV history.
+
+Flash-decoding: the grid is (sequence, kv_head, split). Each program loads every K/V tile of its key
+range once and applies it to all G = Hq / Hkv query heads of its KV head (GQA), keeping an online
+softmax in fp32. With more than one split, each program writes an unnormalised partial result
+(acc, running max, running sum) and a second kernel merges the splits; with one split the first
+kernel writes the output directly. Splitting lets batch 1 with a long context still fill the GPU.
+"""
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._checks import (
+    FLOAT_DTYPES,
+    check_attention_head_dim,
+    check_contiguous,
+    check_device,
+    check_dtype,
+    check_kv_caches,
+    check_last_dim_contiguous,
+    check_shape,
+    num_sms,
+)
+from kernels._paged import LOG2E, paged_kv_tile_offsets
+
+MAX_SPLITS = 64
+MIN_KEYS_PER_SPLIT = 128  # below this the merge costs more than the extra parallelism gains
+PROGRAMS_PER_SM = 8  # enough programs that the last wave is short
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Launch parameters of the split kernel (heuristic by default; kernels.bench sweeps them)."""
+
+    block_n: int  # keys per inner-loop iteration; spans several cache blocks
+    num_warps: int
+    num_stages: int
+
+
+def decode_config(head_dim: int, dtype: torch.dtype) -> DecodeConfig:
+    """About 16 KB per K (and per V) tile: 64 keys for bf16 D=128, 128 keys for D=64."""
+    element_size = torch.finfo(dtype).bits // 8
+    block_n = max(16, min(128, 16384 // (head_dim * element_size)))
+    return DecodeConfig(block_n=block_n, num_warps=4, num_stages=3)
+
+
+def choose_num_splits(batch: int, num_kv_heads: int, max_seq_len: int, device: torch.device) -> int:
+    """Split the key range until there are ~PROGRAMS_PER_SM programs per SM, keeping splits long."""
+    programs = max(1, batch * num_kv_heads)
+    wanted = triton.cdiv(PROGRAMS_PER_SM * num_sms(device), programs)
+    by_length = max(1, triton.cdiv(max_seq_len, MIN_KEYS_PER_SPLIT))
+    return max(1, min(wanted, by_length, MAX_SPLITS))
+
+
+@triton.jit
+def _decode_split_kernel(
+    q_ptr,  # [B, Hq, D]
+    k_cache_ptr,  # [num_blocks, block_size, Hkv, D], contiguous
+    v_cache_ptr,  # [num_blocks, block_size, Hkv, D], contiguous
+    block_tables_ptr,  # [B, max_blocks_per_seq] int32
+    seq_lens_ptr,  # [B] int32
+    out_ptr,  # [B, Hq, D], written only when NUM_SPLITS == 1
+    part_acc_ptr,  # [B, Hq, NUM_SPLITS, D] fp32, unnormalised sum of p * v
+    part_max_ptr,  # [B, Hq, NUM_SPLITS] fp32, running max of the log2-domain scores
+    part_sum_ptr,  # [B, Hq, NUM_SPLITS] fp32, running sum of exp2(score - max)
+    qk_scale,  # softmax scale * log2(e)
+    num_q_heads,
+    stride_q_seq,
+    stride_q_head,
+    stride_out_seq,
+    stride_out_head,
+    stride_bt_seq,
+    stride_cache_block,
+    stride_cache_slot,
+    stride_cache_head,
+    GQA: tl.constexpr,  # query heads per kv head
+    BLOCK_G: tl.constexpr,  # GQA padded to a tl.dot-friendly size (>= 16)
+    HEAD_DIM: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,  # tokens per kv cache block
+    BLOCK_N: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    seq = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+    seq64 = seq.to(tl.int64)
+
+    # Every sequence is cut into NUM_SPLITS equal, BLOCK_N-aligned ranges; a split past the end is
+    # empty (seq_len == 0 padding rows: all splits), and then touches neither block table nor cache.
+    seq_len = tl.load(seq_lens_ptr + seq)
+    keys_per_split = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    lo = split * keys_per_split
+    hi = tl.minimum(lo + keys_per_split, seq_len)
+
+    offs_g = tl.arange(0, BLOCK_G)
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n = tl.arange(0, BLOCK_N)
+    mask_g = offs_g < GQA
+    heads = kv_head * GQA + offs_g  # [BLOCK_G] query heads of this kv head
+    q = tl.load(
+        q_ptr + seq64 * stride_q_seq + heads[:, None] * stride_q_head + offs_d[None, :],
+        mask=mask_g[:, None],
+        other=0.0,
+    )  # [BLOCK_G, D]
+
+    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)
+    bt_row_ptr = block_tables_ptr + seq64 * stride_bt_seq
+    kv_head_off = kv_head.to(tl.int64) * stride_cache_head
+    for start in range(lo, hi, BLOCK_N):
+        pos = start + offs_n
+        mask_n = pos < hi
+        kv_offs = paged_kv_tile_offsets(
+            bt_row_ptr, pos, mask_n, kv_head_off, stride_cache_block, stride_cache_slot, BLOCK_SIZE, HEAD_DIM
+        )
+        k = tl.load(k_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_G, BLOCK_N]
+        s = tl.where(mask_n[None, :], s, float("-inf"))
+        # The first key of every non-empty range is valid, so m_new is finite from the first tile on.
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        # Masked V rows load as 0: unused slots may hold anything, even NaN, and 0 * NaN is NaN.
+        v = tl.load(v_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        m_i = m_new
+
+    if NUM_SPLITS == 1:
+        out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]  # empty sequence: zeros
+        tl.store(
+            out_ptr + seq64 * stride_out_seq + heads[:, None] * stride_out_head + offs_d[None, :],
+            out.to(out_ptr.dtype.element_ty),
+            mask=mask_g[:, None],
+        )
+    else:
+        rows = (seq64 * num_q_heads + heads) * NUM_SPLITS + split  # [BLOCK_G]
+        tl.store(part_acc_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=mask_g[:, None])
+        tl.store(part_max_ptr + rows, m_i, mask=mask_g)
+        tl.store(part_sum_ptr + rows, l_i, mask=mask_g)
+
+
+@triton.jit
+def _decode_merge_kernel(
+    part_acc_ptr,  # [B, Hq, NUM_SPLITS, D] fp32
+    part_max_ptr,  # [B, Hq, NUM_SPLITS] fp32
+    part_sum_ptr,  # [B, Hq, NUM_SPLITS] fp32
+    out_ptr,  # [B, Hq, D]
+    num_q_heads,
+    stride_out_seq,
+    stride_out_head,
+    HEAD_DIM: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+):
+    seq = tl.program_id(0).to(tl.int64)
+    head = tl.program_id(1)
+    row0 = (seq * num_q_heads + head) * NUM_SPLITS
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, HEAD_DIM)
+    mask_s = offs_s < NUM_SPLITS
+
+    m = tl.load(part_max_ptr + row0 + offs_s, mask=mask_s, other=float("-inf"))  # [BLOCK_S]
+    l = tl.load(part_sum_ptr + row0 + offs_s, mask=mask_s, other=0.0)
+    m_max = tl.max(m, axis=0)
+    m_max = tl.where(m_max > float("-inf"), m_max, 0.0)  # all splits empty: weights become 0
+    w = tl.exp2(m - m_max)  # empty splits (max -inf) get weight 0
+    denom = tl.sum(w * l, axis=0)
+    acc = tl.load(
+        part_acc_ptr + (row0 + offs_s[:, None]) * HEAD_DIM + offs_d[None, :], mask=mask_s[:, None], other=0.0
+    )  # [BLOCK_S, D]
+    out = tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0.0, denom, 1.0)
+    tl.store(out_ptr + seq * stride_out_seq + head * stride_out_head + offs_d, out.to(out_ptr.dtype.element_ty))
+
+
+def _check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens, out) -> None:
+    check_kv_caches(k_cache, v_cache)
+    num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
+    check_attention_head_dim(head_dim)
+    check_dtype("q", q, FLOAT_DTYPES)
+    if q.dtype != k_cache.dtype:
+        raise TypeError(f"q dtype {q.dtype} differs from the cache dtype {k_cache.dtype}")
+    check_shape("q", q, (None, None, head_dim))
+    check_last_dim_contiguous("q", q)
+    batch, num_q_heads = q.shape[0], q.shape[1]
+    if num_q_heads % num_kv_heads:
+        raise ValueError(f"query heads ({num_q_heads}) must be a multiple of kv heads ({num_kv_heads})")
+    check_dtype("block_tables", block_tables, (torch.int32,))
+    check_shape("block_tables", block_tables, (batch, None))
+    check_last_dim_contiguous("block_tables", block_tables)
+    check_dtype("seq_lens", seq_lens, (torch.int32,))
+    check_shape("seq_lens", seq_lens, (batch,))
+    check_contiguous("seq_lens", seq_lens)
+    tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_tables": block_tables, "seq_lens": seq_lens}
+    if out is not None:
+        check_dtype("out", out, (q.dtype,))
+        check_shape("out", out, tuple(q.shape))
+        check_last_dim_contiguous("out", out)
+        tensors["out"] = out
+    for name, t in tensors.items():
+        check_device(name, t, q.device)
+
+
+def paged_attention_decode(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    num_splits: int | None = None,
+    *,
+    max_seq_len: int | None = None,
+    out: torch.Tensor | None = None,
+    config: DecodeConfig | None = None,
+) -> torch.Tensor:
+    """Decode attention over a paged KV cache; returns out [B, Hq, D] in q's dtype.
+
+    q: [B, Hq, D], one query per sequence at position seq_lens[b] - 1 (last dim contiguous).
+    k_cache, v_cache: [num_blocks, block_size, Hkv, D], contiguous, same dtype as q.
+    block_tables: int32 [B, max_blocks_per_seq]; seq_lens: int32 [B], keys per sequence including
+    this step's token (already written to the cache). seq_lens[b] == 0 gives a zero output row.
+    num_splits: split-K factor; None picks one from B, Hkv and max_seq_len (a host int: defaults to
+    block_tables.shape[1] * block_size, an upper bound). No host syncs: safe to capture in a CUDA graph
+    (num_splits is then fixed at capture time). out: optional preallocated output.
+    """
+    _check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens, out)
+    batch, num_q_heads, head_dim = q.shape
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    gqa = num_q_heads // num_kv_heads
+    if out is None:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if batch == 0:
+        return out
+    if max_seq_len is None:
+        max_seq_len = block_tables.shape[1] * block_size
+    if num_splits is None:
+        num_splits = choose_num_splits(batch, num_kv_heads, max_seq_len, q.device)
+    if not 1 <= num_splits <= 4 * MAX_SPLITS:
+        raise ValueError(f"num_splits must be in [1, {4 * MAX_SPLITS}], got {num_splits}")
+    cfg = config or decode_config(head_dim, q.dtype)
+
+    if num_splits > 1:
+        part_acc = torch.empty(batch, num_q_heads, num_splits, head_dim, dtype=torch.float32, device=q.device)
+        part_max = torch.empty(batch, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
+        part_sum = torch.empty(batch, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
+    else:  # unused by the kernel; any fp32 tensor will do
+        part_acc = part_max = part_sum = out
+    _decode_split_kernel[(batch, num_kv_heads, num_splits)](
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        seq_lens,
+        out,
+        part_acc,
+        part_max,
+        part_sum,
+        scale * LOG2E,
+        num_q_heads,
+        q.stride(0),
+        q.stride(1),
+        out.stride(0),
+        out.stride(1),
+        block_tables.stride(0),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        k_cache.stride(2),
+        GQA=gqa,
+        BLOCK_G=max(16, triton.next_power_of_2(gqa)),
+        HEAD_DIM=head_dim,
+        BLOCK_SIZE=block_size,
+        BLOCK_N=cfg.block_n,
+        NUM_SPLITS=num_splits,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    if num_splits > 1:
+        _decode_merge_kernel[(batch, num_q_heads)](
+            part_acc,
+            part_max,
+            part_sum,
+            out,
+            num_q_heads,
+            out.stride(0),
+            out.stride(1),
+            HEAD_DIM=head_dim,
+            NUM_SPLITS=num_splits,
+            BLOCK_S=triton.next_power_of_2(num_splits),
+            num_warps=4 if head_dim >= 128 else 2,
+        )
+    return out
+
+
+def paged_attention_decode_ref(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    num_splits: int | None = None,
+    *,
+    max_seq_len: int | None = None,
+    out: torch.Tensor | None = None,
+    config: DecodeConfig | None = None,
+) -> torch.Tensor:
+    """Pure-torch paged_attention_decode (same arguments; num_splits, max_seq_len, config ignored).
+
+    Computes in fp32, one sequence at a time; reads seq_lens on the host (not graph-capturable).
+    """
+    batch, num_q_heads, head_dim = q.shape
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    gqa = num_q_heads // num_kv_heads
+    if out is None:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    for seq, seq_len in enumerate(seq_lens.tolist()):
+        if seq_len == 0:
+            out[seq] = 0
+            continue
+        blocks = block_tables[seq, : triton.cdiv(seq_len, block_size)].long()
+        # [L, Hkv, D] -> [Hq, L, D]: repeat each kv head for its G query heads.
+        k = k_cache[blocks].flatten(0, 1)[:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
+        v = v_cache[blocks].flatten(0, 1)[:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
+        scores = torch.einsum("hd,hld->hl", q[seq].float(), k) * scale  # [Hq, L]
+        out[seq] = torch.einsum("hl,hld->hd", scores.softmax(dim=-1), v).to(out.dtype)
+    return out

@@ -1,0 +1,291 @@
+"""Paged attention for prefill and mixed batches: packed new tokens, causal, keys from the paged cache.
+
+Sequence b contributes q[cu_seqlens_q[b]:cu_seqlens_q[b+1]] (q_len_b tokens, 1 for a decode row);
+query j sits at absolute position seq_lens[b] - q_len_b + j and attends to keys 0..that position, all
+read from the cache (their K/V were written before attention), which covers prefix-cache hits and
+chunked prefill alike.
+
+Grid: (query tile, kv_head). A tile holds BLOCK_M rows = BLOCK_M // GQA_PAD tokens x GQA_PAD query
+heads of one kv head, so every K/V tile is loaded once for the whole GQA group. Tiles are numbered
+over the packed batch (sequence b's tiles start at cu_seqlens_q[b] // BLOCK_Q + b) so that a batch of
+one long prompt and many decode rows launches few idle programs; each program finds its sequence by
+binary search over cu_seqlens_q.
+"""
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._checks import (
+    FLOAT_DTYPES,
+    check_attention_head_dim,
+    check_contiguous,
+    check_device,
+    check_dtype,
+    check_kv_caches,
+    check_last_dim_contiguous,
+    check_shape,
+)
+from kernels._paged import LOG2E, paged_kv_tile_offsets
+
+
+@dataclass(frozen=True)
+class PrefillConfig:
+    """Launch parameters (heuristic by default)."""
+
+    block_m: int  # query rows per program (tokens x padded GQA group)
+    block_n: int  # keys per inner-loop iteration
+    num_warps: int
+    num_stages: int
+
+
+def prefill_config(head_dim: int, dtype: torch.dtype, gqa_pad: int, max_q_len: int) -> PrefillConfig:
+    rows = max(16, gqa_pad * max(1, max_q_len))
+    block_m = 16 if rows <= 16 else 64 if rows <= 64 else 128
+    block_m = max(block_m, gqa_pad)
+    element_size = torch.finfo(dtype).bits // 8
+    block_n = 32 if element_size * head_dim > 256 else 64  # fp32 D=128 or D=256: smaller K/V tiles
+    num_warps = 8 if block_m >= 128 and head_dim >= 128 else 4
+    return PrefillConfig(block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=2)
+
+
+@triton.jit
+def _prefill_kernel(
+    q_ptr,  # [N, Hq, D]
+    k_cache_ptr,  # [num_blocks, block_size, Hkv, D], contiguous
+    v_cache_ptr,  # [num_blocks, block_size, Hkv, D], contiguous
+    block_tables_ptr,  # [B, max_blocks_per_seq] int32
+    cu_seqlens_q_ptr,  # [B + 1] int32
+    seq_lens_ptr,  # [B] int32
+    out_ptr,  # [N, Hq, D]
+    qk_scale,  # softmax scale * log2(e)
+    num_seqs,
+    stride_q_tok,
+    stride_q_head,
+    stride_out_tok,
+    stride_out_head,
+    stride_bt_seq,
+    stride_cache_block,
+    stride_cache_slot,
+    stride_cache_head,
+    GQA: tl.constexpr,  # query heads per kv head
+    GQA_PAD: tl.constexpr,  # next power of two of GQA
+    HEAD_DIM: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,  # tokens per kv cache block
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    BLOCK_Q: tl.constexpr = BLOCK_M // GQA_PAD  # tokens per tile
+    tile = tl.program_id(0)
+    kv_head = tl.program_id(1)
+
+    # Largest seq with first_tile(seq) = cu[seq] // BLOCK_Q + seq <= tile (first_tile is increasing).
+    lo = tile * 0  # int32 tensors from the start: loop-carried values must keep one type
+    hi = lo + num_seqs
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        ok = tl.load(cu_seqlens_q_ptr + mid) // BLOCK_Q + mid <= tile
+        lo = tl.where(ok, mid, lo)
+        hi = tl.where(ok, hi, mid)
+    seq = lo
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    tok_start = (tile - (q_start // BLOCK_Q + seq)) * BLOCK_Q
+    if tok_start >= q_len:
+        return
+    seq_len = tl.load(seq_lens_ptr + seq)
+    ctx_len = seq_len - q_len  # keys already cached before this step's first query
+
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n = tl.arange(0, BLOCK_N)
+    tok = tok_start + offs_m // GQA_PAD  # [BLOCK_M] token within the sequence's new tokens
+    g = offs_m % GQA_PAD
+    mask_m = (tok < q_len) & (g < GQA)
+    heads = kv_head * GQA + g
+    q_rows = (q_start + tok).to(tl.int64)
+    q = tl.load(
+        q_ptr + q_rows[:, None] * stride_q_tok + heads[:, None] * stride_q_head + offs_d[None, :],
+        mask=mask_m[:, None],
+        other=0.0,
+    )  # [BLOCK_M, D]
+    query_pos = ctx_len + tok  # [BLOCK_M] absolute positions
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    bt_row_ptr = block_tables_ptr + seq.to(tl.int64) * stride_bt_seq
+    kv_head_off = kv_head.to(tl.int64) * stride_cache_head
+    kv_end = tl.minimum(seq_len, ctx_len + tok_start + BLOCK_Q)  # one past the tile's last position
+    for start in range(0, kv_end, BLOCK_N):
+        pos = start + offs_n
+        mask_n = pos < kv_end
+        kv_offs = paged_kv_tile_offsets(
+            bt_row_ptr, pos, mask_n, kv_head_off, stride_cache_block, stride_cache_slot, BLOCK_SIZE, HEAD_DIM
+        )
+        k = tl.load(k_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
+        visible = (pos[None, :] <= query_pos[:, None]) & mask_n[None, :]
+        s = tl.where(visible, s, float("-inf"))
+        # Key 0 is visible to every row, so after the first tile m_new is finite for all rows.
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(v_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        m_i = m_new
+
+    out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
+    tl.store(
+        out_ptr + q_rows[:, None] * stride_out_tok + heads[:, None] * stride_out_head + offs_d[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=mask_m[:, None],
+    )
+
+
+def _check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out) -> None:
+    check_kv_caches(k_cache, v_cache)
+    num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
+    check_attention_head_dim(head_dim)
+    check_dtype("q", q, FLOAT_DTYPES)
+    if q.dtype != k_cache.dtype:
+        raise TypeError(f"q dtype {q.dtype} differs from the cache dtype {k_cache.dtype}")
+    check_shape("q", q, (None, None, head_dim))
+    check_last_dim_contiguous("q", q)
+    if q.shape[1] % num_kv_heads:
+        raise ValueError(f"query heads ({q.shape[1]}) must be a multiple of kv heads ({num_kv_heads})")
+    check_dtype("seq_lens", seq_lens, (torch.int32,))
+    check_shape("seq_lens", seq_lens, (None,))
+    check_contiguous("seq_lens", seq_lens)
+    batch = seq_lens.shape[0]
+    check_dtype("cu_seqlens_q", cu_seqlens_q, (torch.int32,))
+    check_shape("cu_seqlens_q", cu_seqlens_q, (batch + 1,))
+    check_contiguous("cu_seqlens_q", cu_seqlens_q)
+    check_dtype("block_tables", block_tables, (torch.int32,))
+    check_shape("block_tables", block_tables, (batch, None))
+    check_last_dim_contiguous("block_tables", block_tables)
+    tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_tables": block_tables}
+    tensors.update(cu_seqlens_q=cu_seqlens_q, seq_lens=seq_lens)
+    if out is not None:
+        check_dtype("out", out, (q.dtype,))
+        check_shape("out", out, tuple(q.shape))
+        check_last_dim_contiguous("out", out)
+        tensors["out"] = out
+    for name, t in tensors.items():
+        check_device(name, t, q.device)
+
+
+def paged_attention_prefill(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    max_q_len: int,
+    *,
+    out: torch.Tensor | None = None,
+    config: PrefillConfig | None = None,
+) -> torch.Tensor:
+    """Causal attention of packed new tokens over a paged KV cache; returns out [N, Hq, D] (q's dtype).
+
+    q: [N, Hq, D] (last dim contiguous); cu_seqlens_q: int32 [B + 1], cu[0] = 0, non-decreasing;
+    seq_lens: int32 [B], keys per sequence including its new tokens (>= q_len_b); block_tables: int32
+    [B, max_blocks_per_seq]; k_cache, v_cache: [num_blocks, block_size, Hkv, D], contiguous.
+    max_q_len: host int >= every q_len_b (only picks the tile size; no host sync). Rows of q past
+    cu_seqlens_q[B] are not written. out: optional preallocated output.
+    """
+    _check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out)
+    num_tokens, num_q_heads, head_dim = q.shape
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    batch = seq_lens.shape[0]
+    gqa = num_q_heads // num_kv_heads
+    gqa_pad = triton.next_power_of_2(gqa)
+    if out is None:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if batch == 0 or num_tokens == 0:
+        return out
+    cfg = config or prefill_config(head_dim, q.dtype, gqa_pad, max_q_len)
+    if cfg.block_m < gqa_pad:
+        raise ValueError(f"block_m ({cfg.block_m}) must hold a whole GQA group ({gqa_pad})")
+    block_q = cfg.block_m // gqa_pad
+    num_tiles = triton.cdiv(num_tokens, block_q) + batch  # upper bound on the packed tile count
+    _prefill_kernel[(num_tiles, num_kv_heads)](
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        cu_seqlens_q,
+        seq_lens,
+        out,
+        scale * LOG2E,
+        batch,
+        q.stride(0),
+        q.stride(1),
+        out.stride(0),
+        out.stride(1),
+        block_tables.stride(0),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        k_cache.stride(2),
+        GQA=gqa,
+        GQA_PAD=gqa_pad,
+        HEAD_DIM=head_dim,
+        BLOCK_SIZE=block_size,
+        BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    return out
+
+
+def paged_attention_prefill_ref(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    max_q_len: int | None = None,
+    *,
+    out: torch.Tensor | None = None,
+    config: PrefillConfig | None = None,
+) -> torch.Tensor:
+    """Pure-torch paged_attention_prefill (same arguments; max_q_len and config ignored).
+
+    fp32 scaled_dot_product_attention per sequence; reads cu_seqlens_q / seq_lens on the host.
+    Rows of q past cu_seqlens_q[B] are zero when `out` is not given.
+    """
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    gqa = q.shape[1] // num_kv_heads
+    if out is None:
+        out = torch.zeros_like(q, memory_format=torch.contiguous_format)
+    cu = cu_seqlens_q.tolist()
+    for seq, seq_len in enumerate(seq_lens.tolist()):
+        q_start, q_end = cu[seq], cu[seq + 1]
+        q_len = q_end - q_start
+        if q_len == 0:
+            continue
+        if seq_len < q_len:
+            raise ValueError(f"sequence {seq}: seq_len {seq_len} < q_len {q_len}")
+        blocks = block_tables[seq, : triton.cdiv(seq_len, block_size)].long()
+        # [L, Hkv, D] -> [Hq, L, D]: repeat each kv head for its G query heads.
+        k = k_cache[blocks].flatten(0, 1)[:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
+        v = v_cache[blocks].flatten(0, 1)[:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
+        qs = q[q_start:q_end].float().transpose(0, 1)  # [Hq, q_len, D]
+        if q_len == seq_len:  # no cached prefix: plain causal
+            o = torch.nn.functional.scaled_dot_product_attention(qs, k, v, is_causal=True, scale=scale)
+        else:  # query j sits at position seq_len - q_len + j
+            query_pos = torch.arange(seq_len - q_len, seq_len, device=q.device)
+            visible = torch.arange(seq_len, device=q.device)[None, :] <= query_pos[:, None]
+            o = torch.nn.functional.scaled_dot_product_attention(qs, k, v, attn_mask=visible, scale=scale)
+        out[q_start:q_end] = o.transpose(0, 1).to(out.dtype)
+    return out

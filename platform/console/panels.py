@@ -1,0 +1,53 @@
+"""What the console's live engine panel shows, read from the running engine (no database)."""
+from typing import Any
+
+from django.utils.crypto import salted_hmac
+
+import engine_runtime
+from tenants import pinning
+from tenants.models import Tenant
+
+STATS_TOKEN_HEADER = "X-Pagoda-Stats-Token"
+
+
+def stats_token() -> str:
+    """A token derived from SECRET_KEY: scripts run with the server's settings can read the engine stats."""
+    return salted_hmac("pagoda.console.engine_stats", "v1").hexdigest()
+
+
+GLOBAL_STATS = (
+    "num_running",
+    "num_waiting",
+    "num_blocks_total",
+    "num_blocks_used",
+    "num_blocks_cached",
+    "num_blocks_pinned",
+    "prefix_cache_queries",
+    "prefix_cache_hits",
+    "num_preemptions",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+)
+
+
+def engine_stats(engine: Any = None) -> dict:
+    """{"engine": status, "stats": {...} or None, "pins": {key: {num_tokens, num_blocks}}} of the whole engine."""
+    engine = engine or engine_runtime.peek()
+    data: dict = {"engine": engine_runtime.status(), "stats": None, "pins": {}}
+    if engine is None:
+        return data
+    stats = engine.stats()
+    data["stats"] = {key: stats.get(key) for key in GLOBAL_STATS}
+    data["per_tenant"] = stats.get("per_tenant", {})
+    data["pins"] = {key: {"num_tokens": p.num_tokens, "num_blocks": p.num_blocks} for key, p in engine.pins().items()}
+    return data
+
+
+def tenant_panel(tenant: Tenant) -> dict:
+    """The whole engine's load (numbers only) plus this tenant's own share and pin; nothing of other tenants."""
+    engine = engine_runtime.peek()
+    data = engine_stats(engine)
+    data["tenant"] = data.pop("per_tenant", {}).get(tenant.engine_key, {})
+    data["pins"] = {}  # other tenants' pin keys name them: not shown to a tenant admin
+    data["pin"] = pinning.pin_status(tenant, engine)
+    return data

@@ -1,0 +1,171 @@
+"""State machine of the one engine of this process: off | stopped -> starting -> ready | failed -> stopped."""
+import asyncio
+import atexit
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+
+logger = logging.getLogger(__name__)
+
+StartupHook = Callable[[Any], None]
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine cannot serve: switched off, still loading, failed to start, or its loop died.
+
+    `reason` is a sentence for people; the edge maps this to HTTP 503 / a WebSocket error frame.
+    """
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+_lock = threading.Lock()
+_ready = threading.Event()  # set when a start attempt has finished (ready or failed)
+_engine: Any = None
+_state = "stopped"
+_error: str | None = None
+_num_starts = 0  # engines constructed by this process: a second start() must not add one
+_startup_hooks: list[StartupHook] = []
+
+
+def add_startup_hook(hook: StartupHook) -> None:
+    """Run hook(engine) after every engine start (e.g. pin the tenants' prompts). Registering twice is a no-op."""
+    if hook not in _startup_hooks:
+        _startup_hooks.append(hook)
+
+
+def _build_engine() -> Any:
+    """Construct the engine from settings (tests replace this to avoid loading a model)."""
+    from inference import AsyncLLM, EngineConfig
+
+    config = EngineConfig(model=settings.PAGODA_MODEL, device=settings.PAGODA_DEVICE, **settings.PAGODA_ENGINE_CONFIG)
+    return AsyncLLM(config, progress=False)
+
+
+def start(background: bool = False) -> None:
+    """Start the engine unless it is off, starting or running. Safe to call any number of times, from any thread.
+
+    background=True returns at once and loads the model in a thread (the server accepts connections
+    meanwhile; get_engine raises EngineUnavailable("... loading") until it is ready).
+    """
+    global _state, _error
+    with _lock:
+        if settings.PAGODA_ENGINE == "off":
+            _state = "off"
+            return
+        if _state in ("starting", "ready"):
+            return
+        _state, _error = "starting", None
+        _ready.clear()
+    if background:
+        threading.Thread(target=_load, kwargs={"close_db": True}, name="pagoda-engine-start", daemon=True).start()
+    else:
+        _load(close_db=False)
+
+
+def _load(close_db: bool) -> None:
+    global _engine, _state, _error, _num_starts
+    try:
+        logger.info("starting engine: model=%s device=%s", settings.PAGODA_MODEL, settings.PAGODA_DEVICE)
+        engine = _build_engine()
+    except Exception as exc:  # any failure is reported on the console and /health, not raised into the server
+        logger.exception("engine failed to start")
+        with _lock:
+            _state, _error = "failed", f"{type(exc).__name__}: {exc}"
+        _ready.set()
+        return
+    with _lock:
+        _engine, _state, _num_starts = engine, "ready", _num_starts + 1
+    try:
+        for hook in list(_startup_hooks):
+            try:
+                hook(engine)
+            except Exception:
+                logger.exception("engine start-up hook %s failed", getattr(hook, "__name__", hook))
+    finally:
+        if close_db:  # the loader thread's own DB connection must not leak
+            connections.close_all()
+        _ready.set()
+    logger.info("engine ready: %s", getattr(engine, "model_name", settings.PAGODA_MODEL))
+
+
+def wait_ready(timeout: float | None = None) -> bool:
+    """Block until a start attempt finished; True if the engine is ready."""
+    if _state in ("starting",):
+        _ready.wait(timeout)
+    return _state == "ready"
+
+
+def peek() -> Any:
+    """The running engine, or None. Never starts one, never blocks."""
+    return _engine if _state == "ready" else None
+
+
+def _check_alive(engine: Any) -> Any:
+    if not engine.is_alive():
+        raise EngineUnavailable(f"the engine loop stopped: {engine.error or 'unknown error'}")
+    return engine
+
+
+def get_engine(timeout: float | None = None) -> Any:
+    """The running engine; starts it first when PAGODA_ENGINE is lazy (blocking while the model loads).
+
+    Waits up to `timeout` seconds (None: as long as loading takes) for an engine that is starting.
+    Raises EngineUnavailable with the reason otherwise.
+    """
+    engine = peek()
+    if engine is not None:
+        return _check_alive(engine)
+    if settings.PAGODA_ENGINE == "off":
+        raise EngineUnavailable("the engine is switched off (PAGODA_ENGINE=off)")
+    if _state == "stopped":
+        start()
+    if not wait_ready(timeout):
+        if _state == "starting":
+            raise EngineUnavailable("the engine is still loading the model")
+        raise EngineUnavailable(f"the engine failed to start: {_error}")
+    return _check_alive(_engine)
+
+
+async def aget_engine(timeout: float | None = None) -> Any:
+    """get_engine for async code: a start or wait runs in a thread, so the event loop keeps serving."""
+    engine = peek()
+    if engine is not None:
+        return _check_alive(engine)
+    return await asyncio.to_thread(get_engine, timeout)
+
+
+def status() -> dict:
+    """What health and console pages show: state, error, model, context length, whether the loop is alive."""
+    engine = peek()
+    alive = bool(engine is not None and engine.is_alive())
+    return {
+        "state": _state if (engine is None or alive) else "dead",
+        "error": _error if engine is None else (None if alive else engine.error),
+        "model": getattr(engine, "model_name", None) or settings.PAGODA_MODEL,
+        "max_model_len": getattr(engine, "max_model_len", None),
+        "alive": alive,
+        "num_starts": _num_starts,
+    }
+
+
+def shutdown() -> None:
+    """Stop the engine (its step thread and KV memory). Idempotent; a later start() builds a new one."""
+    global _engine, _state
+    with _lock:
+        engine, _engine = _engine, None
+        if _state != "off":
+            _state = "stopped"
+        _ready.clear()
+    if engine is not None:
+        logger.info("shutting the engine down")
+        engine.shutdown()
+
+
+atexit.register(shutdown)

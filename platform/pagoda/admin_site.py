@@ -1,0 +1,18 @@
+"""The admin site: superusers and staff as usual, plus tenant admins, who see only their tenants' objects."""
+from django.contrib import admin
+
+
+class PagodaAdminSite(admin.AdminSite):
+    site_header = "Pagoda administration"
+    site_title = "Pagoda admin"
+    index_title = "Tenants, prompts and profiles"
+
+    def has_permission(self, request) -> bool:
+        user = request.user
+        if not (user.is_active and user.is_authenticated):
+            return False
+        if user.is_staff:
+            return True
+        from tenants.selectors import is_any_tenant_admin  # lazy: the site is built before apps are ready
+
+        return is_any_tenant_admin(user)

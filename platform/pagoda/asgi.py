@@ -1,0 +1,57 @@
+"""ASGI entry point: `daphne pagoda.asgi:application` (with platform/ on PYTHONPATH), or `manage.py runserver`.
+
+HTTP goes to Django (static files served here too unless PAGODA_SERVE_STATIC=false); WebSockets go to
+the routes the apps declare (pagoda.routing), behind origin validation and session auth.
+The engine starts here, when this module is loaded: daphne does not run ASGI lifespan events, so
+a lifespan hook would never fire. It loads in a background thread so the server listens meanwhile.
+"""
+import os
+import sys
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parents[2]
+for _path in (_ROOT / "platform", _ROOT):  # the platform's apps, and the engine package `inference`
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pagoda.settings")
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_asgi_app = get_asgi_application()  # sets Django up before anything imports models
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
+
+import engine_runtime  # noqa: E402
+from pagoda.routing import collect_websocket_urlpatterns  # noqa: E402
+
+
+def _http_app():
+    if settings.PAGODA_SERVE_STATIC:
+        from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+        return ASGIStaticFilesHandler(django_asgi_app)
+    return django_asgi_app
+
+
+def _stop_engine_with_server() -> None:
+    """Under daphne, stop the engine before the reactor shuts down (atexit alone runs too late for
+    a non-daemon engine thread, which would keep the process alive)."""
+    if "twisted.internet.reactor" in sys.modules:
+        from twisted.internet import reactor
+
+        reactor.addSystemEventTrigger("before", "shutdown", engine_runtime.shutdown)
+
+
+application = ProtocolTypeRouter(
+    {
+        "http": _http_app(),
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(collect_websocket_urlpatterns()))),
+    }
+)
+
+if settings.PAGODA_ENGINE == "on":
+    engine_runtime.start(background=True)
+    _stop_engine_with_server()

@@ -1,0 +1,64 @@
+"""Turns environment strings into settings values. Pure functions, so they are tested without Django."""
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlparse
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def parse_bool(value: str | None, default: bool) -> bool:
+    """'1/true/yes/on' -> True, '0/false/no/off/' -> False, None -> default; anything else is an error."""
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+def parse_list(value: str | None, default: list[str]) -> list[str]:
+    """A comma-separated list; blanks dropped."""
+    if value is None:
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def parse_database_url(url: str | None, default_sqlite_path: Path) -> dict:
+    """DATABASE_URL -> a Django DATABASES['default'] dict.
+
+    postgres://user:pass@host:port/name?sslmode=require -> psycopg 3 backend (options from the query string);
+    sqlite:///relative/or/absolute.sqlite3 -> SQLite; unset -> SQLite file at default_sqlite_path.
+    """
+    if not url:
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": str(default_sqlite_path)}
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        # sqlite:///var/x.sqlite3 is relative, sqlite:////abs/x.sqlite3 absolute (as dj-database-url reads it)
+        name = parsed.path[1:] if parsed.path.startswith("/") else parsed.path
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": name or ":memory:"}
+    if parsed.scheme in {"postgres", "postgresql", "pgsql"}:
+        options = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
+            "USER": unquote(parsed.username or ""),
+            "PASSWORD": unquote(parsed.password or ""),
+            "HOST": parsed.hostname or "",
+            "PORT": str(parsed.port or ""),
+            "OPTIONS": options,
+        }
+    raise ValueError(f"unsupported DATABASE_URL scheme {parsed.scheme!r} (use postgres:// or sqlite://)")
+
+
+def channel_layers(redis_url: str | None) -> dict:
+    """REDIS_URL -> channels-redis; unset -> the in-memory layer (one process only)."""
+    if redis_url:
+        return {
+            "default": {
+                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                "CONFIG": {"hosts": [redis_url]},
+            }
+        }
+    return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

@@ -1,0 +1,139 @@
+"""Pagoda settings. The environment is read here, once; everything else reads django.conf.settings.
+
+Environment:
+  DATABASE_URL      postgres://user:pass@host:5432/name (psycopg 3) or sqlite:///path; default var/pagoda.sqlite3
+  REDIS_URL         redis://host:6379/0 -> channels-redis layer; default the in-memory layer (one process)
+  PAGODA_MODEL      engine model name (default smollm2-135m-instruct)
+  PAGODA_DEVICE     auto | cpu | cuda (default auto)
+  PAGODA_ENGINE     on (start at ASGI start-up) | lazy (start on first use) | off (never; tests) — default on
+  PAGODA_ENGINE_CONFIG  JSON object of extra EngineConfig fields, e.g. {"max_model_len": 4096}
+  PAGODA_PIN_SYNC_SECONDS  how often the server picks up prompt changes made by other processes (default 5; 0 off)
+  SECRET_KEY        default: generated once into var/secret_key
+  DEBUG             default false
+  ALLOWED_HOSTS     comma-separated; default localhost,127.0.0.1,[::1]
+  CSRF_TRUSTED_ORIGINS  comma-separated origins (for a reverse proxy on another host/port)
+  TIME_ZONE         default UTC
+  PAGODA_SERVE_STATIC   serve /static/ from the ASGI app (no separate web server needed); default true
+  PAGODA_ADMIN_USER / PAGODA_ADMIN_PASSWORD   first superuser made by `manage.py bootstrap` (default admin/admin)
+"""
+import json
+import os
+import secrets
+from pathlib import Path
+
+from pagoda import env
+
+BASE_DIR = Path(__file__).resolve().parents[2]  # the repository root
+PLATFORM_DIR = BASE_DIR / "platform"
+VAR_DIR = Path(os.environ.get("PAGODA_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    if os.environ.get("SECRET_KEY"):
+        return os.environ["SECRET_KEY"]
+    # A fresh machine gets its own key, kept across restarts, instead of a well-known default.
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env.parse_bool(os.environ.get("DEBUG"), default=False)
+ALLOWED_HOSTS = env.parse_list(os.environ.get("ALLOWED_HOSTS"), ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.parse_list(os.environ.get("CSRF_TRUSTED_ORIGINS"), [])
+
+INSTALLED_APPS = [
+    "daphne",  # first: its runserver serves ASGI (websockets included)
+    "pagoda.apps.PagodaAdminConfig",  # django.contrib.admin with the tenant-aware site
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "channels",
+    "tenants",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "pagoda.urls"
+ASGI_APPLICATION = "pagoda.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.parse_database_url(os.environ.get("DATABASE_URL"), VAR_DIR / "pagoda.sqlite3")}
+# Under ASGI every request may run in a different thread: persistent connections are not reused safely.
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CHANNEL_LAYERS = env.channel_layers(os.environ.get("REDIS_URL"))
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("ko", "한국어")]
+TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+PAGODA_SERVE_STATIC = env.parse_bool(os.environ.get("PAGODA_SERVE_STATIC"), default=True)
+
+# --- the in-process engine (see platform/engine_runtime) ---
+PAGODA_MODEL = os.environ.get("PAGODA_MODEL", "smollm2-135m-instruct")
+PAGODA_DEVICE = os.environ.get("PAGODA_DEVICE", "auto")
+PAGODA_ENGINE = os.environ.get("PAGODA_ENGINE", "on").strip().lower()
+if PAGODA_ENGINE not in {"on", "lazy", "off"}:
+    raise ValueError(f"PAGODA_ENGINE must be on, lazy or off, not {PAGODA_ENGINE!r}")
+PAGODA_ENGINE_CONFIG = json.loads(os.environ.get("PAGODA_ENGINE_CONFIG") or "{}")
+# How often the server re-reads the active system prompts to pin changes made by other processes
+# (management commands, other workers); 0 turns the watcher off.
+PAGODA_PIN_SYNC_SECONDS = float(os.environ.get("PAGODA_PIN_SYNC_SECONDS", "5"))
+
+PAGODA_ADMIN_USER = os.environ.get("PAGODA_ADMIN_USER", "admin")
+PAGODA_ADMIN_PASSWORD = os.environ.get("PAGODA_ADMIN_PASSWORD", "admin")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,33 @@
+from django.contrib import admin
+
+from tenants.admin.scoping import ReadOnlyAdmin
+from tenants.models import Conversation, Message
+
+
+class MessageInline(admin.TabularInline):
+    model = Message
+    extra = 0
+    can_delete = False
+    fields = ["role", "status", "content", "num_prompt_tokens", "num_cached_tokens", "num_output_tokens", "created_at"]
+    readonly_fields = fields
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Conversation)
+class ConversationAdmin(ReadOnlyAdmin):
+    """Chat history, view only (chats are written by the chat app and the API, not edited here)."""
+
+    list_display = ["__str__", "user", "tenant", "created_at", "updated_at"]
+    list_filter = ["tenant"]
+    list_select_related = ["user", "tenant"]
+    search_fields = ["title", "user__username"]
+    inlines = [MessageInline]
+
+    def get_list_filter(self, request):
+        return self.list_filter if request.user.is_superuser else []

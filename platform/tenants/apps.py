@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class TenantsConfig(AppConfig):
+    name = "tenants"
+    verbose_name = "Tenants"
+
+    def ready(self) -> None:
+        # At every engine start-up, pin the active system prompts of all tenants.
+        import engine_runtime
+
+        from tenants import pinning
+
+        engine_runtime.add_startup_hook(pinning.pin_all_active_prompts)

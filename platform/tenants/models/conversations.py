@@ -1,0 +1,69 @@
+from django.conf import settings
+from django.db import models
+
+from tenants.models.profiles import SamplingProfile
+from tenants.models.prompts import SystemPrompt
+from tenants.models.tenancy import Tenant
+
+
+class Conversation(models.Model):
+    """One user's chat thread inside one tenant."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="conversations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=200, blank=True)
+    profile = models.ForeignKey(SamplingProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["tenant", "user", "-updated_at"], name="conversation_sidebar_idx")]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+
+class Message(models.Model):
+    """One turn. Assistant replies carry the token usage of the engine request that produced them."""
+
+    class Role(models.TextChoices):
+        SYSTEM = "system", "System"
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Generating"  # saved before the reply streams, so a dropped socket loses nothing
+        COMPLETE = "complete", "Complete"
+        STOPPED = "stopped", "Stopped"  # the user stopped it or closed the tab; content is the partial reply
+        ERROR = "error", "Error"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
+    finish_reason = models.CharField(max_length=16, blank=True, help_text="stop | length | abort, from the engine.")
+    error = models.TextField(blank=True)
+    request_id = models.CharField(max_length=64, blank=True, help_text="The engine request that produced it.")
+    profile = models.ForeignKey(SamplingProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    system_prompt = models.ForeignKey(
+        SystemPrompt, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    num_prompt_tokens = models.PositiveIntegerField(default=0)
+    num_cached_tokens = models.PositiveIntegerField(default=0)
+    num_output_tokens = models.PositiveIntegerField(default=0)
+    time_to_first_token_ms = models.PositiveIntegerField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["conversation", "created_at", "id"]
+        indexes = [models.Index(fields=["conversation", "created_at"], name="message_thread_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:40]}"
+
+    @property
+    def num_total_tokens(self) -> int:
+        return self.num_prompt_tokens + self.num_output_tokens

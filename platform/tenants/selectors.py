@@ -1,0 +1,136 @@
+"""Every read the platform makes about tenants, prompts, profiles, keys, usage and the engine."""
+import datetime
+
+from django.db.models import Count, QuerySet, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from tenants.models import ApiKey, AuditLog, Conversation, Membership, Message, SamplingProfile, SystemPrompt, Tenant
+
+
+# --- who may do what ---
+def tenants_for_user(user) -> QuerySet[Tenant]:
+    """The active tenants `user` is a member of (any role)."""
+    if not user.is_authenticated:
+        return Tenant.objects.none()
+    return Tenant.objects.filter(is_active=True, memberships__user=user).distinct()
+
+
+def admin_tenants_for_user(user) -> QuerySet[Tenant]:
+    """The tenants `user` administers: all of them for a superuser, else those where the role is admin."""
+    if not user.is_authenticated or not user.is_active:
+        return Tenant.objects.none()
+    if user.is_superuser:
+        return Tenant.objects.all()
+    return Tenant.objects.filter(memberships__user=user, memberships__role=Membership.Role.ADMIN).distinct()
+
+
+def is_any_tenant_admin(user) -> bool:
+    return user.is_authenticated and Membership.objects.filter(user=user, role=Membership.Role.ADMIN).exists()
+
+
+def is_tenant_admin(user, tenant: Tenant) -> bool:
+    return admin_tenants_for_user(user).filter(pk=tenant.pk).exists()
+
+
+def is_member(user, tenant: Tenant) -> bool:
+    return user.is_authenticated and Membership.objects.filter(user=user, tenant=tenant).exists()
+
+
+def members(tenant: Tenant) -> QuerySet[Membership]:
+    return Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username")
+
+
+# --- prompts and profiles ---
+def active_system_prompt(tenant: Tenant) -> SystemPrompt | None:
+    return SystemPrompt.objects.filter(tenant=tenant, is_active=True).first()
+
+
+def system_prompt_history(tenant: Tenant) -> QuerySet[SystemPrompt]:
+    return SystemPrompt.objects.filter(tenant=tenant).select_related("created_by").order_by("-version")
+
+
+def profiles(tenant: Tenant) -> QuerySet[SamplingProfile]:
+    return SamplingProfile.objects.filter(tenant=tenant).order_by("-is_default", "name")
+
+
+def default_profile(tenant: Tenant) -> SamplingProfile | None:
+    return SamplingProfile.objects.filter(tenant=tenant, is_default=True).first()
+
+
+def profile_by_name(tenant: Tenant, name: str) -> SamplingProfile | None:
+    """The tenant's profile called `name` (what the API calls the model); None if it has none."""
+    return SamplingProfile.objects.filter(tenant=tenant, name=name).first()
+
+
+# --- API keys ---
+def api_key_by_plaintext(plaintext: str) -> ApiKey | None:
+    """The key row for a presented key, revoked or not (the caller tells 401 from 403); tenant preloaded."""
+    from tenants.services.api_keys import hash_api_key
+
+    return ApiKey.objects.select_related("tenant").filter(hashed_key=hash_api_key(plaintext)).first()
+
+
+def api_keys(tenant: Tenant) -> QuerySet[ApiKey]:
+    return ApiKey.objects.filter(tenant=tenant).order_by("revoked_at", "-created_at")
+
+
+# --- conversations ---
+def conversations_for(user, tenant: Tenant) -> QuerySet[Conversation]:
+    return Conversation.objects.filter(user=user, tenant=tenant).order_by("-updated_at")
+
+
+def conversation_for_user(user, conversation_id: int) -> Conversation | None:
+    """The conversation if it is the user's and the user is still a member of its tenant; else None."""
+    return (
+        Conversation.objects.select_related("tenant", "profile")
+        .filter(pk=conversation_id, user=user, tenant__is_active=True, tenant__memberships__user=user)
+        .first()
+    )
+
+
+def messages(conversation: Conversation) -> QuerySet[Message]:
+    return Message.objects.filter(conversation=conversation).order_by("created_at", "id")
+
+
+# --- usage and audit ---
+def usage_by_day(tenant: Tenant, *, days: int = 14, today: datetime.date | None = None) -> list[dict]:
+    """Token usage of the tenant's replies per day, oldest first, one row per day (zeros included).
+
+    Rows: {"day", "num_replies", "prompt_tokens", "cached_tokens", "output_tokens", "total_tokens"}.
+    """
+    today = today or timezone.localdate()
+    first = today - datetime.timedelta(days=days - 1)
+    since = timezone.make_aware(datetime.datetime.combine(first, datetime.time.min))
+    rows = (
+        Message.objects.filter(conversation__tenant=tenant, role=Message.Role.ASSISTANT, created_at__gte=since)
+        .annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
+        .values("day")
+        .annotate(
+            num_replies=Count("id"),
+            prompt_tokens=Sum("num_prompt_tokens"),
+            cached_tokens=Sum("num_cached_tokens"),
+            output_tokens=Sum("num_output_tokens"),
+        )
+    )
+    by_day = {row["day"]: row for row in rows}
+    result = []
+    for offset in range(days):
+        day = first + datetime.timedelta(days=offset)
+        row = by_day.get(day, {})
+        prompt, output = row.get("prompt_tokens") or 0, row.get("output_tokens") or 0
+        result.append(
+            {
+                "day": day,
+                "num_replies": row.get("num_replies", 0),
+                "prompt_tokens": prompt,
+                "cached_tokens": row.get("cached_tokens") or 0,
+                "output_tokens": output,
+                "total_tokens": prompt + output,
+            }
+        )
+    return result
+
+
+def audit_log(tenant: Tenant, *, limit: int = 20) -> QuerySet[AuditLog]:
+    return AuditLog.objects.filter(tenant=tenant).order_by("-created_at", "-id")[:limit]

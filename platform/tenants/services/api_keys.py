@@ -1,0 +1,76 @@
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from tenants import audit
+from tenants.models import ApiKey, Tenant
+
+KEY_PREFIX = "pgd-"  # makes leaked keys easy to grep for
+_PREFIX_CHARS = 12
+_TOUCH_EVERY = timedelta(seconds=60)  # last_used_at precision: at most one write per key a minute
+
+
+def hash_api_key(plaintext: str) -> str:
+    """SHA-256 hex of a key. Keys are 256 random bits, so a plain hash (no salt, no KDF) is enough."""
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+@transaction.atomic
+def create_api_key(
+    tenant: Tenant, name: str, *, actor=None, rpm_limit: int | None = None, tpm_limit: int | None = None
+) -> tuple[ApiKey, str]:
+    """A new key for `tenant`. Returns (row, plaintext); the plaintext is not stored and cannot be shown again."""
+    plaintext = KEY_PREFIX + secrets.token_urlsafe(32)
+    key = ApiKey(
+        tenant=tenant,
+        name=name,
+        prefix=plaintext[:_PREFIX_CHARS],
+        hashed_key=hash_api_key(plaintext),
+        rpm_limit=rpm_limit,
+        tpm_limit=tpm_limit,
+        created_by=actor if getattr(actor, "is_authenticated", False) else None,
+    )
+    key.full_clean()
+    key.save()
+    audit.record("api_key.create", actor=actor, instance=key, after=audit.snapshot(key))
+    return key, plaintext
+
+
+@transaction.atomic
+def revoke_api_key(key: ApiKey, *, actor=None) -> ApiKey:
+    """Revoke a key (idempotent). Revoked keys stay listed, with when they were revoked."""
+    if key.revoked_at is None:
+        before = audit.snapshot(key)
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+        audit.record("api_key.revoke", actor=actor, instance=key, before=before, after=audit.snapshot(key))
+    return key
+
+
+def touch_api_key(key: ApiKey) -> None:
+    """Record that the key was just used (at most one write a minute per key; not audited)."""
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at >= _TOUCH_EVERY:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+
+
+@transaction.atomic
+def update_api_key(key: ApiKey, *, actor=None, name: str | None = None, rpm_limit=..., tpm_limit=...) -> ApiKey:
+    """Rename a key or change its limits (pass None for a limit to remove it; leave it out to keep it)."""
+    before = audit.snapshot(ApiKey.objects.get(pk=key.pk))
+    if name is not None:
+        key.name = name
+    if rpm_limit is not ...:
+        key.rpm_limit = rpm_limit
+    if tpm_limit is not ...:
+        key.tpm_limit = tpm_limit
+    key.full_clean()
+    key.save(update_fields=["name", "rpm_limit", "tpm_limit"])
+    after = audit.snapshot(key)
+    if before != after:
+        audit.record("api_key.update", actor=actor, instance=key, before=before, after=after)
+    return key

@@ -1,0 +1,79 @@
+"""Writes for chat history. The chat and API apps call these; they never save Message rows themselves."""
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from tenants import selectors
+from tenants.models import Conversation, Message, SamplingProfile, SystemPrompt, Tenant
+
+TITLE_CHARS = 80
+
+
+def create_conversation(tenant: Tenant, user, *, title: str = "", profile: SamplingProfile | None = None) -> Conversation:
+    """A new conversation of `user` in `tenant`. Raises PermissionDenied when the user is not a member."""
+    if not selectors.is_member(user, tenant):
+        raise PermissionDenied("not a member of this tenant")
+    if profile is not None and profile.tenant_id != tenant.pk:
+        raise ValidationError({"profile": "This profile belongs to another tenant."})
+    return Conversation.objects.create(tenant=tenant, user=user, title=title[:200], profile=profile)
+
+
+@transaction.atomic
+def add_user_message(conversation: Conversation, content: str) -> Message:
+    """Save the user's turn (before generation starts); the first one titles an untitled conversation."""
+    message = Message.objects.create(conversation=conversation, role=Message.Role.USER, content=content)
+    if not conversation.title:
+        conversation.title = " ".join(content.split())[:TITLE_CHARS]
+    conversation.save(update_fields=["title", "updated_at"])
+    return message
+
+
+def create_pending_reply(
+    conversation: Conversation, *, profile: SamplingProfile | None, system_prompt: SystemPrompt | None
+) -> Message:
+    """The assistant row, saved as pending before streaming so a dropped socket leaves a trace."""
+    return Message.objects.create(
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        status=Message.Status.PENDING,
+        profile=profile,
+        system_prompt=system_prompt,
+    )
+
+
+def finish_reply(
+    message: Message,
+    *,
+    content: str,
+    status: str,
+    finish_reason: str = "",
+    num_prompt_tokens: int = 0,
+    num_cached_tokens: int = 0,
+    num_output_tokens: int = 0,
+    time_to_first_token_ms: int | None = None,
+    duration_ms: int | None = None,
+    error: str = "",
+) -> Message:
+    """Store the reply's text, final status (complete / stopped / error) and token usage."""
+    if status not in {Message.Status.COMPLETE, Message.Status.STOPPED, Message.Status.ERROR}:
+        raise ValueError(f"not a final status: {status!r}")
+    message.content = content
+    message.status = status
+    message.finish_reason = finish_reason or ""
+    message.error = error
+    message.num_prompt_tokens = num_prompt_tokens
+    message.num_cached_tokens = num_cached_tokens
+    message.num_output_tokens = num_output_tokens
+    message.time_to_first_token_ms = time_to_first_token_ms
+    message.duration_ms = duration_ms
+    message.completed_at = timezone.now()
+    message.save()
+    Conversation.objects.filter(pk=message.conversation_id).update(updated_at=message.completed_at)
+    return message
+
+
+def delete_conversation(conversation: Conversation, user) -> None:
+    """Delete a conversation of `user` (and its messages). Raises PermissionDenied for anyone else's."""
+    if conversation.user_id != user.pk:
+        raise PermissionDenied("not your conversation")
+    conversation.delete()

@@ -1,0 +1,70 @@
+from django.db import transaction
+
+from tenants import audit, pinning
+from tenants.models import Membership, Tenant
+from tenants.services.profiles import create_builtin_profiles
+
+
+@transaction.atomic
+def create_tenant(*, name: str, slug: str, actor=None, is_active: bool = True) -> Tenant:
+    """A new tenant with the built-in "chat" (default) and "coding" sampling profiles.
+
+    Raises ValidationError on a bad or taken slug.
+    """
+    tenant = Tenant(name=name, slug=slug, is_active=is_active)
+    tenant.full_clean()
+    tenant.save()
+    create_builtin_profiles(tenant)
+    audit.record("tenant.create", actor=actor, instance=tenant, after=audit.snapshot(tenant))
+    return tenant
+
+
+@transaction.atomic
+def update_tenant(tenant: Tenant, *, actor=None, name: str | None = None, is_active: bool | None = None) -> Tenant:
+    """Rename or (de)activate a tenant. The slug never changes. Deactivating unpins its prompt."""
+    before = audit.snapshot(Tenant.objects.get(pk=tenant.pk))
+    if name is not None:
+        tenant.name = name
+    if is_active is not None:
+        tenant.is_active = is_active
+    tenant.full_clean()
+    tenant.save(update_fields=["name", "is_active"])
+    after = audit.snapshot(tenant)
+    if before != after:
+        audit.record("tenant.update", actor=actor, instance=tenant, before=before, after=after)
+    if before["is_active"] != tenant.is_active:
+        transaction.on_commit(lambda: pinning.sync_tenant(tenant.pk))
+    return tenant
+
+
+@transaction.atomic
+def add_member(tenant: Tenant, user, *, role: str = Membership.Role.MEMBER, actor=None) -> Membership:
+    """Make `user` a member of `tenant` with `role`, or change the role of an existing membership."""
+    membership = Membership.objects.filter(tenant=tenant, user=user).first()
+    before = audit.snapshot(membership)
+    if membership is None:
+        membership = Membership(tenant=tenant, user=user, role=role)
+    membership.role = role
+    membership.full_clean(validate_unique=False)
+    membership.save()
+    after = audit.snapshot(membership)
+    if before != after:
+        action = "membership.create" if before is None else "membership.update"
+        audit.record(action, actor=actor, instance=membership, before=before, after=after)
+    return membership
+
+
+@transaction.atomic
+def remove_member(membership: Membership, *, actor=None) -> None:
+    before = audit.snapshot(membership)
+    audit.record("membership.delete", actor=actor, instance=membership, before=before)
+    membership.delete()
+
+
+def delete_tenant(tenant: Tenant, *, actor=None) -> None:
+    """Delete a tenant and everything it owns (prompts, profiles, keys, conversations); the audit log stays."""
+    pin_key = tenant.pin_key
+    with transaction.atomic():
+        audit.record("tenant.delete", actor=actor, instance=tenant, before=audit.snapshot(tenant))
+        tenant.delete()
+        transaction.on_commit(lambda: pinning.unpin_key(pin_key))

@@ -1,0 +1,44 @@
+"""Shared fixtures: the embedded default model (loaded once per session) and tiny random models."""
+import os
+
+import pytest
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def smol_path():
+    from inference.model_loader import resolve_model_path
+
+    return resolve_model_path("smollm2-135m-instruct")
+
+
+@pytest.fixture(scope="session")
+def smol(smol_path):
+    """The default SmolLM2-135M-Instruct behind the offline API (CPU, fp32)."""
+    from inference import LLM
+
+    return LLM(progress=False, device="cpu")
+
+
+def save_tiny_model(folder, smol_path, family="llama", seed=0, **overrides):
+    """A small random model of `family`, saved as a Hugging Face folder with SmolLM2's tokenizer."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    base = dict(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                rms_norm_eps=1e-5, tie_word_embeddings=False, initializer_range=0.2,
+                bos_token_id=1, eos_token_id=2)
+    base.update(overrides)
+    config = AutoConfig.for_model(family, **base)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config).to(torch.float32)
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(smol_path).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_path(tmp_path_factory, smol_path):
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-llama"), smol_path, "llama")

@@ -1,0 +1,162 @@
+"""Fixtures for the platform tests.
+
+By default no engine runs (PAGODA_ENGINE=off, no pin watcher). Tests that need the real engine take
+the `engine` fixture: the model loads once per session and is skipped where `inference.AsyncLLM`
+is missing; after each test its tenant pins are dropped.
+"""
+import importlib.util
+
+import pytest
+from django.test import override_settings
+
+import engine_runtime
+from engine_runtime import runtime
+from tenants import pinning, services
+from tenants.models import Membership
+
+
+@pytest.fixture(autouse=True)
+def _engine_off(settings):
+    settings.PAGODA_ENGINE = "off"
+    settings.PAGODA_PIN_SYNC_SECONDS = 0
+
+
+def _has_real_engine() -> bool:
+    if importlib.util.find_spec("inference") is None:
+        return False
+    import inference
+
+    return hasattr(inference, "AsyncLLM")
+
+
+@pytest.fixture(scope="session")
+def real_engine(django_db_setup, django_db_blocker):
+    """The real engine, loaded once per test session through engine_runtime (as the server does)."""
+    if not _has_real_engine():
+        pytest.skip("inference.AsyncLLM is not available yet")
+    with override_settings(PAGODA_ENGINE="lazy", PAGODA_PIN_SYNC_SECONDS=0, PAGODA_DEVICE="cpu"):
+        with django_db_blocker.unblock():
+            engine = engine_runtime.get_engine()
+    yield engine
+    engine_runtime.shutdown()
+
+
+def _clear_pins(engine) -> None:
+    for key in list(engine.pins()):
+        if key.startswith("tenant:"):
+            engine.unpin_prefix(key)
+    pinning._pinned_versions.clear()
+    pinning._pin_errors.clear()
+
+
+@pytest.fixture
+def engine(real_engine, db):
+    """The session's real engine with no tenant pins, for one test."""
+    _clear_pins(real_engine)
+    yield real_engine
+    _clear_pins(real_engine)
+
+
+@pytest.fixture
+def tenant(db):
+    return services.create_tenant(name="Acme", slug="acme")
+
+
+@pytest.fixture
+def other_tenant(db):
+    return services.create_tenant(name="Globex", slug="globex")
+
+
+@pytest.fixture
+def make_user(django_user_model):
+    def make(username: str, **extra):
+        return django_user_model.objects.create_user(username=username, password="pw", **extra)
+
+    return make
+
+
+@pytest.fixture
+def tenant_admin(tenant, make_user):
+    user = make_user("ann")
+    services.add_member(tenant, user, role=Membership.Role.ADMIN)
+    return user
+
+
+@pytest.fixture
+def member(tenant, make_user):
+    user = make_user("bob")
+    services.add_member(tenant, user, role=Membership.Role.MEMBER)
+    return user
+
+
+@pytest.fixture
+def superuser(django_user_model):
+    return django_user_model.objects.create_superuser(username="root", password="pw")
+
+
+class FakePin:
+    def __init__(self, key: str, token_ids: list[int]):
+        self.key, self.num_prompt_tokens = key, len(token_ids)
+        self.num_tokens = len(token_ids) // 16 * 16
+        self.num_blocks = len(token_ids) // 16
+
+
+class FakeEngine:
+    """Enough of AsyncLLM's surface for the start-up path, without loading a model (1 token per word)."""
+
+    model_name = "fake"
+    max_model_len = 64
+
+    def __init__(self):
+        self.pinned: dict[str, FakePin] = {}
+        self.alive = True
+        self.error = None
+        self.num_shutdowns = 0
+
+    def encode_system_prefix(self, text: str) -> list[int]:
+        return list(range(len(text.split()) + 3))
+
+    def pin_prefix(self, key, prompt, tenant=None):
+        self.pinned[key] = FakePin(key, prompt)
+        return self.pinned[key]
+
+    def unpin_prefix(self, key):
+        return self.pinned.pop(key, None) is not None
+
+    def pins(self):
+        return dict(self.pinned)
+
+    def stats(self):
+        return {"num_running": 0, "num_waiting": 0, "num_blocks_total": 10, "num_blocks_used": 1, "per_tenant": {}}
+
+    def is_alive(self):
+        return self.alive
+
+    def shutdown(self):
+        self.alive = False
+        self.num_shutdowns += 1
+
+
+@pytest.fixture
+def fake_engine_factory(monkeypatch, settings):
+    """Replace the engine constructor with one that counts builds; the runtime is reset around the test.
+
+    A real session engine, if one runs, is set aside (not shut down) and put back afterwards.
+    """
+    saved = (runtime._engine, runtime._state, runtime._error, runtime._num_starts)
+    runtime._engine, runtime._state, runtime._error, runtime._num_starts = None, "stopped", None, 0
+    built: list[FakeEngine] = []
+
+    def build():
+        built.append(FakeEngine())
+        return built[-1]
+
+    monkeypatch.setattr(runtime, "_build_engine", build)
+    settings.PAGODA_ENGINE = "lazy"
+    yield built
+    engine_runtime.shutdown()
+    runtime._engine, runtime._state, runtime._error, runtime._num_starts = saved
+    if runtime._state == "ready":
+        runtime._ready.set()
+    pinning._pinned_versions.clear()
+    pinning._pin_errors.clear()

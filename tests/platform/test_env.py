@@ -1,0 +1,37 @@
+from pathlib import Path
+
+import pytest
+
+from pagoda import env
+
+
+def test_default_database_is_sqlite_file():
+    db = env.parse_database_url(None, Path("/x/var/pagoda.sqlite3"))
+    assert db == {"ENGINE": "django.db.backends.sqlite3", "NAME": "/x/var/pagoda.sqlite3"}
+
+
+def test_postgres_url_uses_psycopg_backend_with_options():
+    db = env.parse_database_url("postgres://u:p%40ss@db.local:5433/pagoda?sslmode=require", Path("unused"))
+    assert db["ENGINE"] == "django.db.backends.postgresql"
+    assert (db["USER"], db["PASSWORD"], db["HOST"], db["PORT"], db["NAME"]) == ("u", "p@ss", "db.local", "5433", "pagoda")
+    assert db["OPTIONS"] == {"sslmode": "require"}
+
+
+def test_sqlite_url_and_bad_scheme():
+    assert env.parse_database_url("sqlite:////tmp/a.sqlite3", Path("unused"))["NAME"] == "/tmp/a.sqlite3"
+    with pytest.raises(ValueError, match="mysql"):
+        env.parse_database_url("mysql://x/y", Path("unused"))
+
+
+def test_channel_layers_follow_redis_url():
+    assert env.channel_layers(None)["default"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
+    layer = env.channel_layers("redis://127.0.0.1:6379/1")["default"]
+    assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    assert layer["CONFIG"]["hosts"] == ["redis://127.0.0.1:6379/1"]
+
+
+def test_parse_bool_and_list():
+    assert env.parse_bool("Yes", False) is True and env.parse_bool(None, True) is True
+    with pytest.raises(ValueError):
+        env.parse_bool("maybe", False)
+    assert env.parse_list("a, b,,c", []) == ["a", "b", "c"]
