@@ -42,8 +42,9 @@ class StepTrace:
 
 class LLMEngine:
     def __init__(self, config: EngineConfig | None = None, progress: bool = True,
-                 model_args: ModelArgs | None = None, tokenizer: Any = None):
-        """Load the model named by `config.model`; or, with `model_args`, build random weights of that shape."""
+                 model_args: ModelArgs | None = None, tokenizer: Any = None, weights: dict | None = None):
+        """Load the model named by `config.model`; or, with `model_args`, a model of that shape with
+        `weights` (Hugging Face-named tensors) or random weights."""
         self.config = config = config or EngineConfig()
         self.model_name = config.model
         path: Path | None = None
@@ -60,7 +61,8 @@ class LLMEngine:
         max_len = config.max_model_len or model_args.max_position_embeddings
         if model_args.sliding_window:  # no sliding-window attention: stay inside the window
             max_len = min(max_len, model_args.sliding_window)
-        self.runner = ModelRunner(config, model_args, path, eos, max_len, progress)
+        self.runner = ModelRunner(config, model_args, path if weights is None else weights, eos, max_len,
+                                  progress)
         # A sequence never needs more blocks than the whole pool.
         self.max_model_len = min(max_len, self.runner.num_blocks * config.block_size)
         num_blocks = self.runner.num_blocks
@@ -74,6 +76,7 @@ class LLMEngine:
         self.num_prompt_tokens_total = 0
         self.num_generation_tokens_total = 0
         self.trace: list[StepTrace] | None = None  # set to [] to record every step
+        self.last_step_decode_only = False
 
     # -- requests ------------------------------------------------------------------------------------
     def validate(self, prompt_token_ids: list[int], params: SamplingParams) -> None:
@@ -139,6 +142,11 @@ class LLMEngine:
         if out.is_empty:
             return []
         self.num_steps += 1
+        self.last_step_decode_only = out.num_batched_tokens == len(out.scheduled)
+        scheduled_at = time.monotonic()  # before the forward pass: queue time excludes compute
+        for seq in out.admitted:
+            if seq.first_scheduled_time is None:
+                seq.first_scheduled_time = scheduled_at
         results = self.runner.execute(out)
         deltas: list[StreamDelta] = []
         trace = None
@@ -220,7 +228,8 @@ class LLMEngine:
             finish_reason=reason, num_prompt_tokens=seq.num_prompt_tokens,
             num_cached_tokens=seq.num_cached_tokens, num_output_tokens=seq.num_output_tokens,
             stop_reason=stop_reason, logprobs=[logprobs] if logprobs else None,
-            metrics={"arrival": seq.arrival_time, "first_token": seq.first_token_time,
+            metrics={"arrival": seq.arrival_time, "first_scheduled": seq.first_scheduled_time,
+                     "first_token": seq.first_token_time,
                      "finished": seq.finish_time, "num_preemptions": seq.num_preemptions})
 
     # -- stats ---------------------------------------------------------------------------------------

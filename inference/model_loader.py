@@ -120,39 +120,59 @@ def _generation_eos(path: Path):
     return None
 
 
-def load_weights(model: torch.nn.Module, path: Path, progress: bool = True) -> None:
-    """Read *.safetensors under `path` into our model, merging q/k/v and gate/up projections."""
+def iter_safetensors(path: Path):
+    """(name, tensor) for every tensor in the *.safetensors files under `path`, and their count."""
     from safetensors import safe_open
+
+    files = sorted(path.glob("*.safetensors"))
+    entries = []
+    for f in files:
+        with safe_open(str(f), framework="pt") as sf:
+            entries += [(f, n) for n in sf.keys()]
+
+    def tensors():
+        handles = {}
+        for f, name in entries:
+            if f not in handles:
+                handles[f] = safe_open(str(f), framework="pt")
+            yield name, handles[f].get_tensor(name)
+
+    return tensors(), len(entries)
+
+
+def load_weights(model: torch.nn.Module, path: Path, progress: bool = True) -> None:
+    """Read *.safetensors under `path` into our model."""
+    tensors, count = iter_safetensors(path)
+    load_state(model, tensors, count, progress)
+
+
+def load_state(model: torch.nn.Module, tensors, count: int | None = None, progress: bool = True) -> None:
+    """Copy Hugging Face-named (name, tensor) pairs into our model, merging q/k/v and gate/up."""
     from tqdm.auto import tqdm
 
     params = dict(model.named_parameters())
-    loaded: set[str] = set()
-    files = sorted(path.glob("*.safetensors"))
-    names = []
-    for f in files:
-        with safe_open(str(f), framework="pt") as sf:
-            names += [(f, n) for n in sf.keys()]
-    handles = {f: safe_open(str(f), framework="pt") for f in files}
     args = model.args
     q_size, kv_size = args.num_heads * args.head_dim, args.num_kv_heads * args.head_dim
-    for f, name in tqdm(names, desc="Loading weights", disable=not progress, unit="tensor"):
+    seen: set[str] = set()
+    for name, tensor in tqdm(tensors, total=count, desc="Loading weights", disable=not progress,
+                             unit="tensor"):
         if "rotary_emb" in name:
             continue
-        tensor = handles[f].get_tensor(name)
         target, offset = _map_name(name, q_size, kv_size, args.intermediate_size)
         if target not in params:
             if target == "lm_head.weight" and args.tie_word_embeddings:
                 continue
-            raise ValueError(f"unexpected tensor {name} in {f.name}")
+            raise ValueError(f"unexpected tensor {name}")
         param = params[target]
+        rows = param if offset is None else param[offset:offset + tensor.shape[0]]
+        if rows.shape != tensor.shape:
+            raise ValueError(f"tensor {name} has shape {tuple(tensor.shape)}, expected {tuple(rows.shape)}")
         with torch.no_grad():
-            if offset is None:
-                param.copy_(tensor)
-            else:
-                param[offset:offset + tensor.shape[0]].copy_(tensor)
-        loaded.add(target if offset is None else f"{target}@{offset}")
-    if not any(k.startswith("embed_tokens") for k in loaded):
-        raise ValueError(f"no embedding weights found under {path}")
+            rows.copy_(tensor)
+        seen.add(target)
+    missing = set(params) - seen
+    if missing:
+        raise ValueError(f"weights missing for {sorted(missing)[:5]}")
 
 
 def _map_name(name: str, q_size: int, kv_size: int, inter: int) -> tuple[str, int | None]:

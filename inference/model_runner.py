@@ -11,7 +11,7 @@ import torch
 
 from .attention import AttentionMetadata, StepContext
 from .config import EngineConfig
-from .model_loader import load_weights
+from .model_loader import load_state, load_weights
 from .models import LlamaForCausalLM, ModelArgs
 from .ops import build_cos_sin_cache
 from .sampler import SamplingRow, sample
@@ -22,7 +22,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 class ModelRunner:
-    def __init__(self, config: EngineConfig, args: ModelArgs, model_path: Path | None,
+    def __init__(self, config: EngineConfig, args: ModelArgs, weights: Path | dict | None,
                  eos_token_ids: list[int], max_model_len: int, progress: bool = True):
         self.config = config
         self.args = args
@@ -35,7 +35,7 @@ class ModelRunner:
         self.eos_token_ids = eos_token_ids
         self.max_model_len = max_model_len
         torch.manual_seed(config.seed)
-        self.model = self._build_model(model_path, progress)
+        self.model = self._build_model(weights, progress)
         self.cos_sin_cache = build_cos_sin_cache(args.head_dim, max_model_len, args.rope_theta,
                                                  args.rope_scaling).to(self.device)
         self.scale = 1.0 / math.sqrt(args.head_dim)
@@ -51,16 +51,19 @@ class ModelRunner:
             self.graphs = DecodeGraphs(self)
 
     # -- set-up ------------------------------------------------------------------------------------
-    def _build_model(self, model_path: Path | None, progress: bool) -> LlamaForCausalLM:
+    def _build_model(self, weights: Path | dict | None, progress: bool) -> LlamaForCausalLM:
+        """weights: a folder of safetensors, a dict of Hugging Face-named tensors, or None (random)."""
         with torch.device(self.device):
             model = LlamaForCausalLM(self.args).to(self.dtype)
-        if model_path is None:  # random weights (benchmarks of a model shape)
+        if weights is None:  # random weights (benchmarks of a model shape)
             with torch.no_grad():
                 for p in model.parameters():
                     if p.dim() > 1:
                         p.normal_(0.0, 0.02)
+        elif isinstance(weights, dict):
+            load_state(model, weights.items(), len(weights), progress)
         else:
-            load_weights(model, model_path, progress)
+            load_weights(model, weights, progress)
         return model.eval().requires_grad_(False)
 
     def bytes_per_block(self) -> int:

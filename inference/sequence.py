@@ -43,6 +43,7 @@ class Sequence:
     status: SequenceStatus = SequenceStatus.WAITING
     finish_reason: str | None = None
     stop_reason: str | int | None = None
+    first_scheduled_time: float | None = None  # first admission: arrival -> this is queue time
     first_token_time: float | None = None
     finish_time: float | None = None
     admitted_once: bool = False

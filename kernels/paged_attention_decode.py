@@ -1,6 +1,6 @@
 """Paged attention for decode: one query token per sequence against its whole paged KV history.
 
-Flash-decoding: the grid is (sequence, kv_head, split). Each program loads every K/V tile of its key
+Flash-decoding: the grid is (kv_head, sequence, split). Each program loads every K/V tile of its key
 range once and applies it to all G = Hq / Hkv query heads of its KV head (GQA), keeping an online
 softmax in fp32. With more than one split, each program writes an unnormalised partial result
 (acc, running max, running sum) and a second kernel merges the splits; with one split the first
@@ -41,10 +41,15 @@ class DecodeConfig:
 
 
 def decode_config(head_dim: int, dtype: torch.dtype) -> DecodeConfig:
-    """About 16 KB per K (and per V) tile: 64 keys for bf16 D=128, 128 keys for D=64."""
+    """About 16 KB per K (and per V) tile: 64 keys for bf16 D=128, 128 keys for D=64.
+
+    num_stages=5 is what makes Triton 3.6's pipeliner double-buffer K/V here: the block-id gather
+    feeding the K/V addresses takes a stage of its own (with 3-4 stages K/V get a single buffer).
+    That is ~72 KB of shared memory per program, 3 programs per H100/H200 SM.
+    """
     element_size = torch.finfo(dtype).bits // 8
     block_n = max(16, min(128, 16384 // (head_dim * element_size)))
-    return DecodeConfig(block_n=block_n, num_warps=4, num_stages=3)
+    return DecodeConfig(block_n=block_n, num_warps=4, num_stages=5)
 
 
 def choose_num_splits(batch: int, num_kv_heads: int, max_seq_len: int, device: torch.device) -> int:
@@ -62,12 +67,13 @@ def _decode_split_kernel(
     v_cache_ptr,  # [num_blocks, block_size, Hkv, D], contiguous
     block_tables_ptr,  # [B, max_blocks_per_seq] int32
     seq_lens_ptr,  # [B] int32
-    out_ptr,  # [B, Hq, D], written only when NUM_SPLITS == 1
-    part_acc_ptr,  # [B, Hq, NUM_SPLITS, D] fp32, unnormalised sum of p * v
-    part_max_ptr,  # [B, Hq, NUM_SPLITS] fp32, running max of the log2-domain scores
-    part_sum_ptr,  # [B, Hq, NUM_SPLITS] fp32, running sum of exp2(score - max)
+    out_ptr,  # [B, Hq, D], written only without SPLIT_K
+    part_acc_ptr,  # [B, Hq, num_splits, D] fp32, unnormalised sum of p * v
+    part_max_ptr,  # [B, Hq, num_splits] fp32, running max of the log2-domain scores
+    part_sum_ptr,  # [B, Hq, num_splits] fp32, running sum of exp2(score - max)
     qk_scale,  # softmax scale * log2(e)
     num_q_heads,
+    num_splits,
     stride_q_seq,
     stride_q_head,
     stride_out_seq,
@@ -81,18 +87,20 @@ def _decode_split_kernel(
     HEAD_DIM: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,  # tokens per kv cache block
     BLOCK_N: tl.constexpr,
-    NUM_SPLITS: tl.constexpr,
+    SPLIT_K: tl.constexpr,  # num_splits > 1: write partials for the merge kernel
     DOT_PRECISION: tl.constexpr,
 ):
-    seq = tl.program_id(0)
-    kv_head = tl.program_id(1)
+    # kv_head varies fastest so the Hkv programs of one (sequence, split) run together and jointly
+    # read whole [block_size, Hkv, D] cache blocks: better DRAM locality than 256-byte rows alone.
+    kv_head = tl.program_id(0)
+    seq = tl.program_id(1)
     split = tl.program_id(2)
     seq64 = seq.to(tl.int64)
 
-    # Every sequence is cut into NUM_SPLITS equal, BLOCK_N-aligned ranges; a split past the end is
+    # Every sequence is cut into num_splits equal, BLOCK_N-aligned ranges; a split past the end is
     # empty (seq_len == 0 padding rows: all splits), and then touches neither block table nor cache.
     seq_len = tl.load(seq_lens_ptr + seq)
-    keys_per_split = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    keys_per_split = tl.cdiv(tl.cdiv(seq_len, num_splits), BLOCK_N) * BLOCK_N
     lo = split * keys_per_split
     hi = tl.minimum(lo + keys_per_split, seq_len)
 
@@ -131,7 +139,7 @@ def _decode_split_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
 
-    if NUM_SPLITS == 1:
+    if not SPLIT_K:
         out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]  # empty sequence: zeros
         tl.store(
             out_ptr + seq64 * stride_out_seq + heads[:, None] * stride_out_head + offs_d[None, :],
@@ -139,7 +147,7 @@ def _decode_split_kernel(
             mask=mask_g[:, None],
         )
     else:
-        rows = (seq64 * num_q_heads + heads) * NUM_SPLITS + split  # [BLOCK_G]
+        rows = (seq64 * num_q_heads + heads) * num_splits + split  # [BLOCK_G]
         tl.store(part_acc_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=mask_g[:, None])
         tl.store(part_max_ptr + rows, m_i, mask=mask_g)
         tl.store(part_sum_ptr + rows, l_i, mask=mask_g)
@@ -147,23 +155,23 @@ def _decode_split_kernel(
 
 @triton.jit
 def _decode_merge_kernel(
-    part_acc_ptr,  # [B, Hq, NUM_SPLITS, D] fp32
-    part_max_ptr,  # [B, Hq, NUM_SPLITS] fp32
-    part_sum_ptr,  # [B, Hq, NUM_SPLITS] fp32
+    part_acc_ptr,  # [B, Hq, num_splits, D] fp32
+    part_max_ptr,  # [B, Hq, num_splits] fp32
+    part_sum_ptr,  # [B, Hq, num_splits] fp32
     out_ptr,  # [B, Hq, D]
     num_q_heads,
+    num_splits,
     stride_out_seq,
     stride_out_head,
     HEAD_DIM: tl.constexpr,
-    NUM_SPLITS: tl.constexpr,
-    BLOCK_S: tl.constexpr,
+    BLOCK_S: tl.constexpr,  # num_splits padded to a power of two
 ):
     seq = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
-    row0 = (seq * num_q_heads + head) * NUM_SPLITS
+    row0 = (seq * num_q_heads + head) * num_splits
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, HEAD_DIM)
-    mask_s = offs_s < NUM_SPLITS
+    mask_s = offs_s < num_splits
 
     m = tl.load(part_max_ptr + row0 + offs_s, mask=mask_s, other=float("-inf"))  # [BLOCK_S]
     l = tl.load(part_sum_ptr + row0 + offs_s, mask=mask_s, other=0.0)
@@ -237,6 +245,8 @@ def paged_attention_decode(
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     if batch == 0:
         return out
+    if batch > 65535:  # grid axis 1 limit
+        raise ValueError(f"batch {batch} exceeds 65535 sequences per decode launch")
     if max_seq_len is None:
         max_seq_len = block_tables.shape[1] * block_size
     if num_splits is None:
@@ -251,7 +261,7 @@ def paged_attention_decode(
         part_sum = torch.empty(batch, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
     else:  # unused by the kernel; any fp32 tensor will do
         part_acc = part_max = part_sum = out
-    _decode_split_kernel[(batch, num_kv_heads, num_splits)](
+    _decode_split_kernel[(num_kv_heads, batch, num_splits)](
         q,
         k_cache,
         v_cache,
@@ -263,6 +273,7 @@ def paged_attention_decode(
         part_sum,
         scale * LOG2E,
         num_q_heads,
+        num_splits,
         q.stride(0),
         q.stride(1),
         out.stride(0),
@@ -276,7 +287,7 @@ def paged_attention_decode(
         HEAD_DIM=head_dim,
         BLOCK_SIZE=block_size,
         BLOCK_N=cfg.block_n,
-        NUM_SPLITS=num_splits,
+        SPLIT_K=num_splits > 1,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
@@ -288,10 +299,10 @@ def paged_attention_decode(
             part_sum,
             out,
             num_q_heads,
+            num_splits,
             out.stride(0),
             out.stride(1),
             HEAD_DIM=head_dim,
-            NUM_SPLITS=num_splits,
             BLOCK_S=triton.next_power_of_2(num_splits),
             num_warps=4 if head_dim >= 128 else 2,
         )

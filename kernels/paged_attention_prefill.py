@@ -42,13 +42,15 @@ class PrefillConfig:
 
 
 def prefill_config(head_dim: int, dtype: torch.dtype, gqa_pad: int, max_q_len: int) -> PrefillConfig:
-    rows = max(16, gqa_pad * max(1, max_q_len))
-    block_m = 16 if rows <= 16 else 64 if rows <= 64 else 128
-    block_m = max(block_m, gqa_pad)
+    """Query tiles sized to the batch's longest chunk: 16 rows for decode-only batches, up to 128."""
     element_size = torch.finfo(dtype).bits // 8
+    rows = max(16, gqa_pad * max(1, max_q_len))
+    largest = 64 if element_size == 4 else 128  # fp32 (tests, CPU) spills registers at 128
+    block_m = max(gqa_pad, 16 if rows <= 16 else 64 if rows <= 64 else largest)
     block_n = 32 if element_size * head_dim > 256 else 64  # fp32 D=128 or D=256: smaller K/V tiles
-    num_warps = 8 if block_m >= 128 and head_dim >= 128 else 4
-    return PrefillConfig(block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=2)
+    num_warps = 8 if block_m >= 128 else 4
+    # 3 stages: K/V double-buffered and the block-id gather prefetched (Triton 3.6 pipeliner).
+    return PrefillConfig(block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=3)
 
 
 @triton.jit

@@ -1,9 +1,23 @@
 """Shared fixtures: the embedded default model (loaded once per session) and tiny random models."""
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+try:  # Without a GPU, Triton kernels run in its interpreter; this must be set before `kernels` is imported.
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        # Also the interpreter's NumPy >= 2.4 fix, for the engine tests that run kernels through it.
+        sys.path.insert(0, str(Path(__file__).resolve().parent / "kernels"))
+        from conftest_interpreter import patch_interpreter_for_numpy_2_4
+
+        patch_interpreter_for_numpy_2_4()
+except ImportError:
+    pass
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +51,12 @@ def save_tiny_model(folder, smol_path, family="llama", seed=0, **overrides):
     model.save_pretrained(folder)
     AutoTokenizer.from_pretrained(smol_path).save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_model_factory(smol_path):
+    """save_tiny_model(folder, family, **config overrides) -> folder"""
+    return lambda folder, family="llama", **kw: save_tiny_model(folder, smol_path, family, **kw)
 
 
 @pytest.fixture(scope="session")

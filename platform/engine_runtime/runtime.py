@@ -56,10 +56,10 @@ def start(background: bool = False) -> None:
     """
     global _state, _error
     with _lock:
+        if _state in ("starting", "ready"):
+            return
         if settings.PAGODA_ENGINE == "off":
             _state = "off"
-            return
-        if _state in ("starting", "ready"):
             return
         _state, _error = "starting", None
         _ready.clear()
@@ -124,7 +124,7 @@ def get_engine(timeout: float | None = None) -> Any:
         return _check_alive(engine)
     if settings.PAGODA_ENGINE == "off":
         raise EngineUnavailable("the engine is switched off (PAGODA_ENGINE=off)")
-    if _state == "stopped":
+    if _state in ("stopped", "off"):  # "off" from an earlier setting; a failed start is not retried here
         start()
     if not wait_ready(timeout):
         if _state == "starting":

@@ -1,9 +1,13 @@
 """The admin site: superusers and staff as usual, plus tenant admins, who see only their tenants' objects."""
 from django.contrib import admin
+from django.contrib.auth.forms import AuthenticationForm
 
 
 class PagodaAdminSite(admin.AdminSite):
     site_header = "Pagoda administration"
+    # Django's admin login form accepts staff only; tenant admins are not staff. Any active user may
+    # log in here, and has_permission below decides who gets past the index.
+    login_form = AuthenticationForm
     site_title = "Pagoda admin"
     index_title = "Tenants, prompts and profiles"
 

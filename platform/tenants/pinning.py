@@ -140,15 +140,20 @@ def _watch(engine: Any, interval: float) -> None:
 
 
 def pin_status(tenant: Tenant, engine: Any = None) -> dict:
-    """{"engine": bool, "pinned": bool, "num_tokens", "num_blocks", "error"} for the console."""
+    """{"engine", "pinned", "num_tokens", "num_prompt_tokens", "num_blocks", "error"} for the console.
+
+    Only whole KV blocks are pinned, so num_tokens (covered by them) can be below num_prompt_tokens.
+    """
     engine = engine or engine_runtime.peek()
     if engine is None:
-        return {"engine": False, "pinned": False, "num_tokens": None, "num_blocks": None, "error": None}
+        return {"engine": False, "pinned": False, "num_tokens": None, "num_prompt_tokens": None, "num_blocks": None,
+                "error": None}
     info = engine.pins().get(tenant.pin_key)
     return {
         "engine": True,
         "pinned": info is not None,
-        "num_tokens": getattr(info, "num_tokens", None),
+        "num_tokens": getattr(info, "num_tokens", None),  # tokens in whole pinned blocks
+        "num_prompt_tokens": getattr(info, "num_prompt_tokens", None),  # tokens asked to pin
         "num_blocks": getattr(info, "num_blocks", None),
         "error": pin_error(tenant),
     }

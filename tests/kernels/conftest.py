@@ -16,6 +16,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `import kernels`
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # kernel_testing, under any import mode
 
 
 def _reload_kernels_if_compiled_early() -> None:
@@ -53,11 +54,7 @@ def _patch_interpreter_for_numpy_2_4() -> None:
 _patch_interpreter_for_numpy_2_4()
 
 import pytest  # noqa: E402
-
-DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-# The interpreter has no bf16 tl.dot, and fp32 keeps CPU tolerances tight; on GPU test all three.
-DTYPES = [torch.float32, torch.float16, torch.bfloat16] if DEVICE.type == "cuda" else [torch.float32]
-TOLERANCES = {torch.float32: (2e-5, 2e-5), torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2)}
+from kernel_testing import DEVICE  # noqa: E402
 
 
 @pytest.fixture
@@ -93,102 +90,3 @@ def poison_empty(monkeypatch):
 
     monkeypatch.setattr(torch, "empty", lambda *a, **kw: _poison(real_empty(*a, **kw)))
     monkeypatch.setattr(torch, "empty_like", lambda *a, **kw: _poison(real_empty_like(*a, **kw)))
-
-
-def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
-    """Every element must be finite (catches unwritten NaN-poisoned outputs) and close."""
-    assert torch.isfinite(actual).all(), f"{(~torch.isfinite(actual)).sum().item()} non-finite elements"
-    atol, rtol = TOLERANCES[dtype]
-    torch.testing.assert_close(actual.float(), expected.float(), atol=atol, rtol=rtol)
-
-
-class PagedKV:
-    """Random per-sequence K/V scattered into a NaN-filled paged cache through shuffled block tables.
-
-    Unused slots, unused blocks and block-table entries past a sequence's blocks are poison (NaN /
-    `table_fill`), so a kernel that reads anything it should not produces NaN.
-    """
-
-    def __init__(
-        self,
-        seq_lens: list[int],
-        block_size: int,
-        num_kv_heads: int,
-        head_dim: int,
-        dtype: torch.dtype,
-        device: torch.device,
-        num_blocks: int | None = None,
-        top_of_pool: bool = False,
-        table_fill: int | None = None,
-        caches: tuple[torch.Tensor, torch.Tensor] | None = None,
-    ):
-        blocks_per_seq = [math.ceil(n / block_size) for n in seq_lens]
-        used = sum(blocks_per_seq)
-        if caches is not None:
-            self.k_cache, self.v_cache = caches
-            num_blocks = self.k_cache.shape[0]
-        else:
-            num_blocks = num_blocks or used + 3
-            shape = (num_blocks, block_size, num_kv_heads, head_dim)
-            self.k_cache = torch.full(shape, math.nan, dtype=dtype, device=device)
-            self.v_cache = torch.full(shape, math.nan, dtype=dtype, device=device)
-        # Shuffled ids; `top_of_pool` takes them from the very end of the pool (int32-overflow test).
-        first = num_blocks - used if top_of_pool else 0
-        pool = first + torch.randperm(num_blocks - first)[:used]
-        if caches is not None:  # a shared pool (maybe huge, lazily allocated): poison only our blocks
-            self.k_cache[pool.to(device)] = math.nan
-            self.v_cache[pool.to(device)] = math.nan
-        if top_of_pool:
-            poison_block = first - 1
-        else:
-            unused = torch.ones(num_blocks, dtype=torch.bool)
-            unused[pool] = False
-            poison_block = int(unused.nonzero()[0])
-        width = max(blocks_per_seq + [1]) + 2
-        fill = poison_block if table_fill is None else table_fill
-        self.block_tables = torch.full((len(seq_lens), width), fill, dtype=torch.int32)
-        self.keys, self.values = [], []  # dense [L, Hkv, D] per sequence
-        cursor = 0
-        for b, (n, nb) in enumerate(zip(seq_lens, blocks_per_seq)):
-            ids = pool[cursor : cursor + nb]
-            cursor += nb
-            self.block_tables[b, :nb] = ids.int()
-            k = torch.randn(n, num_kv_heads, head_dim, dtype=dtype, device=device)
-            v = torch.randn(n, num_kv_heads, head_dim, dtype=dtype, device=device)
-            slots = (ids.repeat_interleave(block_size) * block_size + torch.arange(block_size).repeat(nb))[:n]
-            self.k_cache.view(-1, num_kv_heads, head_dim)[slots.to(device)] = k
-            self.v_cache.view(-1, num_kv_heads, head_dim)[slots.to(device)] = v
-            self.keys.append(k)
-            self.values.append(v)
-        self.block_tables = self.block_tables.to(device)
-        self.seq_lens = torch.tensor(seq_lens, dtype=torch.int32, device=device)
-
-
-def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """Independent float64 attention of q [T, Hq, D] at the last T positions of k, v [L, Hkv, D]."""
-    num_q, num_q_heads, _ = q.shape
-    seq_len, num_kv_heads, _ = k.shape
-    g = num_q_heads // num_kv_heads
-    out = torch.empty(q.shape, dtype=torch.float64)
-    for h in range(num_q_heads):
-        kh, vh = k[:, h // g].double().cpu(), v[:, h // g].double().cpu()
-        scores = (q[:, h].double().cpu() @ kh.T) * scale  # [T, L]
-        query_pos = torch.arange(seq_len - num_q, seq_len)[:, None]
-        scores = scores.masked_fill(torch.arange(seq_len)[None, :] > query_pos, -math.inf)
-        out[:, h] = torch.softmax(scores, dim=-1) @ vh
-    return out
-
-
-@pytest.fixture
-def paged_kv():
-    return PagedKV
-
-
-@pytest.fixture
-def dense_attn():
-    return dense_attention
-
-
-@pytest.fixture
-def close():
-    return assert_close

@@ -2,7 +2,7 @@ import math
 
 import pytest
 import torch
-from conftest import DTYPES
+from kernel_testing import DTYPES
 
 from kernels.kv_cache_write import write_kv_cache, write_kv_cache_ref
 

@@ -4,6 +4,7 @@ By default no engine runs (PAGODA_ENGINE=off, no pin watcher). Tests that need t
 the `engine` fixture: the model loads once per session and is skipped where `inference.AsyncLLM`
 is missing; after each test its tenant pins are dropped.
 """
+import contextlib
 import importlib.util
 
 import pytest
@@ -19,6 +20,7 @@ from tenants.models import Membership
 def _engine_off(settings):
     settings.PAGODA_ENGINE = "off"
     settings.PAGODA_PIN_SYNC_SECONDS = 0
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast tests only
 
 
 def _has_real_engine() -> bool:
@@ -137,14 +139,32 @@ class FakeEngine:
         self.num_shutdowns += 1
 
 
-@pytest.fixture
-def fake_engine_factory(monkeypatch, settings):
-    """Replace the engine constructor with one that counts builds; the runtime is reset around the test.
-
-    A real session engine, if one runs, is set aside (not shut down) and put back afterwards.
-    """
+@contextlib.contextmanager
+def _runtime_set_aside():
+    """Run with a fresh, stopped engine_runtime; a real session engine, if any, is put back afterwards."""
     saved = (runtime._engine, runtime._state, runtime._error, runtime._num_starts)
     runtime._engine, runtime._state, runtime._error, runtime._num_starts = None, "stopped", None, 0
+    try:
+        yield
+    finally:
+        engine_runtime.shutdown()
+        runtime._engine, runtime._state, runtime._error, runtime._num_starts = saved
+        if runtime._state == "ready":
+            runtime._ready.set()
+        pinning._pinned_versions.clear()
+        pinning._pin_errors.clear()
+
+
+@pytest.fixture
+def no_engine():
+    """No engine running, even if the session's real engine is loaded."""
+    with _runtime_set_aside():
+        yield
+
+
+@pytest.fixture
+def fake_engine_factory(monkeypatch, settings):
+    """Replace the engine constructor with one that counts builds (PAGODA_ENGINE=lazy); returns the builds."""
     built: list[FakeEngine] = []
 
     def build():
@@ -153,10 +173,5 @@ def fake_engine_factory(monkeypatch, settings):
 
     monkeypatch.setattr(runtime, "_build_engine", build)
     settings.PAGODA_ENGINE = "lazy"
-    yield built
-    engine_runtime.shutdown()
-    runtime._engine, runtime._state, runtime._error, runtime._num_starts = saved
-    if runtime._state == "ready":
-        runtime._ready.set()
-    pinning._pinned_versions.clear()
-    pinning._pin_errors.clear()
+    with _runtime_set_aside():
+        yield built

@@ -25,7 +25,7 @@
     }
     const pin = data.pin || {};
     set("pin", !pin.engine ? "" : pin.pinned
-      ? `System prompt pinned: ${pin.num_tokens} tokens in ${pin.num_blocks} blocks.`
+      ? `System prompt pinned: ${pin.num_tokens} of its ${pin.num_prompt_tokens} tokens, in ${pin.num_blocks} whole KV blocks.`
       : `System prompt not pinned${pin.error ? ": " + pin.error : ""}.`);
   }
 

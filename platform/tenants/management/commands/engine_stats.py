@@ -39,14 +39,15 @@ class Command(BaseCommand):
             raise CommandError(f"cannot reach the server at {url} ({exc}); is it running? (or use --local)") from exc
 
     def _local(self) -> dict:
-        engine_runtime.start()
+        started_here = engine_runtime.peek() is None
         try:
-            engine_runtime.get_engine()
+            engine_runtime.get_engine()  # starts it (unless PAGODA_ENGINE=off) and pins the active prompts
             return panels.engine_stats()
         except engine_runtime.EngineUnavailable as exc:
             raise CommandError(exc.reason) from exc
         finally:
-            engine_runtime.shutdown()
+            if started_here:
+                engine_runtime.shutdown()
 
     def _print(self, data: dict) -> None:
         engine = data["engine"]

@@ -38,7 +38,8 @@ class Command(BaseCommand):
             previous = services.deactivate_system_prompt(tenant_obj)
             self.stdout.write(f"Deactivated version {previous.version}." if previous else "No prompt was active.")
             return
-        if not options["no_engine"] and settings.PAGODA_ENGINE != "off":
+        started_here = engine_runtime.peek() is None and not options["no_engine"] and settings.PAGODA_ENGINE != "off"
+        if started_here:
             self.stderr.write("Loading the model to count tokens…")
             engine_runtime.start()
         try:
@@ -52,7 +53,8 @@ class Command(BaseCommand):
         except ValidationError as exc:
             raise CommandError(validation_message(exc)) from exc
         finally:
-            engine_runtime.shutdown()
+            if started_here:
+                engine_runtime.shutdown()
         tokens = f"{prompt.num_tokens} tokens" if prompt.num_tokens is not None else "tokens not counted"
         state = "active" if prompt.is_active else "saved, not active"
         self.stdout.write(self.style.SUCCESS(f"{tenant_obj.slug}: version {prompt.version} ({tokens}), {state}."))

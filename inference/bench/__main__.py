@@ -1,0 +1,71 @@
+"""python -m inference.bench [--prefix | --gpu] ...  (see inference/bench/__init__.py)"""
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+
+import torch
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m inference.bench")
+    ap.add_argument("--prefix", action="store_true", help="TTFT of a long system prompt, cold vs pinned")
+    ap.add_argument("--gpu", action="store_true", help="the H200 suite (Llama-3-8B shape and SmolLM2 shape)")
+    ap.add_argument("--model", default="smollm2-135m-instruct")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
+    ap.add_argument("--num-requests", type=int, default=8)
+    ap.add_argument("--prompt-len", type=int, default=128)
+    ap.add_argument("--output-len", type=int, default=64)
+    ap.add_argument("--no-hf", action="store_true", help="skip the Hugging Face peer")
+    ap.add_argument("--system-len", type=int, default=2000)
+    ap.add_argument("--question-len", type=int, default=50)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="--gpu: smaller batches, for a smoke run")
+    ap.add_argument("--out", default=None, help="--gpu: write the JSON results here")
+    args = ap.parse_args(argv)
+    print(f"# python -m inference.bench {' '.join(argv if argv is not None else sys.argv[1:])}")
+    print(f"# torch {torch.__version__}, {platform.machine()}, {torch.get_num_threads()} threads, "
+          f"cuda={torch.cuda.is_available()}")
+    if args.gpu:
+        from .gpu import main as gpu_main
+
+        return gpu_main(args)
+
+    from ..config import EngineConfig
+    from ..engine import LLMEngine
+
+    if args.prefix:
+        from .prefix import format_prefix, run_prefix_bench
+
+        engine = LLMEngine(EngineConfig(model=args.model, device=args.device,
+                                        max_model_len=args.system_len + args.question_len + 64), progress=False)
+        print(format_prefix(run_prefix_bench(engine, args.system_len, args.question_len, args.repeats)))
+        return 0
+
+    from .hf_peer import hf_generate
+    from .workload import random_prompts, run_engine
+
+    engine = LLMEngine(EngineConfig(model=args.model, device=args.device), progress=False)
+    prompts = random_prompts(args.num_requests, [args.prompt_len] * args.num_requests,
+                             engine.model_args.vocab_size)
+    run_engine(engine, "warmup", prompts[:2], [4, 4])
+    ours = run_engine(engine, f"pagoda B={args.num_requests}", prompts, [args.output_len] * len(prompts))
+    print(ours.row())
+    if not args.no_hf:
+        from transformers import AutoModelForCausalLM
+
+        from ..model_loader import resolve_model_path
+
+        dtype = engine.runner.dtype
+        hf = AutoModelForCausalLM.from_pretrained(resolve_model_path(args.model), dtype=dtype).to(
+            engine.runner.device)
+        peer = hf_generate(hf, f"hf generate B={args.num_requests}", prompts, args.output_len,
+                           engine.eos_token_ids[0] if engine.eos_token_ids else 0)
+        print(peer.row())
+        print(f"ratio pagoda / hf: {ours.tok_s / peer.tok_s:.2f}x output tok/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

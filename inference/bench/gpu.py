@@ -1,0 +1,195 @@
+"""The H200 suite: `python -m inference.bench --gpu [--quick] [--out results.json]`.
+
+One run, peer in the same process: a Llama-3-8B-shaped model with random bf16 weights built on the
+device (no download) is served by Pagoda and by Hugging Face transformers (`generate`, static batch,
+and `generate_batch`, its continuous batching), on B = 1, 64, 256 requests of 512 prompt + 128 output
+tokens (greedy, EOS ignored) and on 256 requests with lengths drawn from 100-1024 in and out. Both
+share the same weights. Then the prefix benchmark (2,000-token system prompt, cold vs pinned) and the
+SmolLM2-135M shape.
+
+The bandwidth floor of a decode step is (weight bytes + KV bytes read) / measured copy bandwidth; the
+floor tok/s of a workload is its batch over that step time at the workload's mean context.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import random
+import time
+import traceback
+
+import torch
+
+from ..config import EngineConfig
+from ..engine import LLMEngine
+from ..models import ModelArgs
+from .hf_peer import hf_generate, hf_generate_batch
+from .prefix import format_prefix, run_prefix_bench
+from .workload import Run, random_prompts, run_engine
+
+LLAMA3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                 num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,
+                 rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=False,
+                 bos_token_id=128000, eos_token_id=128001)
+SMOLLM2_135M = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                    num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
+                    rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True,
+                    bos_token_id=1, eos_token_id=2)
+
+
+def sync() -> None:
+    torch.cuda.synchronize()
+
+
+def copy_bandwidth() -> float:
+    import triton
+
+    src = torch.randn(1 << 30, dtype=torch.bfloat16, device="cuda")  # 2 GiB
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
+    del src, dst
+    return 2 * (1 << 30) * 2 / (ms * 1e-3)
+
+
+def matmul_tflops() -> float:
+    import triton
+
+    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
+    ms = triton.testing.do_bench(lambda: a @ b, warmup=25, rep=200, return_mode="median")
+    return 2 * 8192**3 / (ms * 1e-3) / 1e12
+
+
+def build_models(shape: dict, num_kv_blocks: int, max_model_len: int, max_num_seqs: int):
+    """HF's model with random bf16 weights on the GPU, and Pagoda's engine over a copy of the same weights."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(**shape)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        hf = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    with torch.no_grad():  # HF's own init is slow for 8B; a plain normal init is as good for timing
+        for p in hf.parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, 0.02)
+    state = dict(hf.state_dict())
+    config = EngineConfig(model="bench", device="cuda", dtype="bfloat16", num_kv_blocks=num_kv_blocks,
+                          max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                          max_num_batched_tokens=8192)
+    t0 = time.perf_counter()
+    engine = LLMEngine(config, progress=False, model_args=ModelArgs.from_hf_config(cfg), weights=state)
+    print(f"  engine ready in {time.perf_counter() - t0:.1f}s ({engine.runner.num_blocks} KV blocks, "
+          f"graphs for {engine.runner.graphs.sizes if engine.runner.graphs else 'none'})", flush=True)
+    del state
+    return hf, engine
+
+
+def weight_bytes(model: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def kv_bytes_per_token(args: ModelArgs) -> int:
+    return 2 * args.num_layers * args.num_kv_heads * args.head_dim * 2
+
+
+def floor_tok_s(batch: int, mean_context: float, wbytes: int, kv_per_token: int, bw: float) -> float:
+    return batch / ((wbytes + batch * mean_context * kv_per_token) / bw)
+
+
+def greedy_agreement(hf, engine: LLMEngine, num: int = 4, prompt_len: int = 64, out_len: int = 16) -> str:
+    """How many greedy tokens agree with HF (bf16 on random weights: near-ties make late tokens drift)."""
+    prompts = random_prompts(num, [prompt_len] * num, engine.model_args.vocab_size, seed=1)
+    ours = run_engine(engine, "agree", prompts, [out_len] * num).token_ids
+    first_match, total_match = 0, 0
+    for mine, p in zip(ours, prompts):
+        with torch.inference_mode():
+            ref = hf.generate(torch.tensor([p], device="cuda"), max_new_tokens=out_len, do_sample=False,
+                              eos_token_id=None, pad_token_id=0)[0, prompt_len:].tolist()
+        first_match += int(mine[:1] == ref[:1])
+        same = 0
+        for a, b in zip(mine, ref):
+            if a != b:
+                break
+            same += 1
+        total_match += same
+    return (f"first token equal {first_match}/{num}; identical greedy prefix {total_match}/{num * out_len} "
+            "tokens")
+
+
+def main(args) -> int:
+    if not torch.cuda.is_available():
+        print("--gpu needs a CUDA device")
+        return 2
+    results: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    quick = args.quick
+    bw = copy_bandwidth()
+    tflops = matmul_tflops()
+    results.update(copy_bw=bw, matmul_tflops=tflops)
+    print(f"device copy {bw / 1e12:.2f} TB/s, bf16 matmul {tflops:.0f} TFLOP/s", flush=True)
+    rows: list[str] = []
+
+    def record(run: Run | str, floor: float | None = None, peer: Run | None = None) -> None:
+        if isinstance(run, str):
+            rows.append(run)
+            print(run, flush=True)
+            return
+        line = run.row()
+        if floor:
+            line += f"  floor {floor:,.0f} tok/s: decode at {run.decode_tok_s / floor:.0%}"
+        if peer is not None and not isinstance(peer, str):
+            line += f"  vs HF {run.tok_s / peer.tok_s:.2f}x"
+        rows.append(line)
+        results.setdefault("runs", []).append({**run.__dict__, "tok_s": run.tok_s, "floor_tok_s": floor})
+        print(line, flush=True)
+
+    for label, shape, batches in (("llama3-8b", LLAMA3_8B, [1, 16] if quick else [1, 64, 256]),
+                                  ("smollm2-135m", SMOLLM2_135M, [1, 64] if quick else [1, 64, 256])):
+        print(f"== {label}", flush=True)
+        try:
+            hf, engine = build_models(shape, num_kv_blocks=24576 if label == "llama3-8b" else 16384,
+                                      max_model_len=2304, max_num_seqs=max(batches))
+            wbytes, kvt = weight_bytes(engine.runner.model), kv_bytes_per_token(engine.model_args)
+            vocab = engine.model_args.vocab_size
+            try:
+                rows.append(f"{label} greedy agreement with HF: {greedy_agreement(hf, engine)}")
+                print(rows[-1], flush=True)
+            except Exception:  # noqa: BLE001
+                traceback.print_exc()
+            run_engine(engine, "warmup", random_prompts(4, [64] * 4, vocab), [8] * 4, sync=sync)
+            for b in batches:
+                prompts = random_prompts(b, [512] * b, vocab, seed=b)
+                ours = run_engine(engine, f"{label} pagoda B={b} 512/128", prompts, [128] * b, sync=sync)
+                peer = hf_generate(hf, f"{label} hf generate B={b}", prompts, 128, 0, sync=sync)
+                record(ours, floor_tok_s(b, 512 + 64, wbytes, kvt, bw), peer)
+                record(peer, floor_tok_s(b, 512 + 64, wbytes, kvt, bw))
+            if label == "llama3-8b":
+                n = 32 if quick else 256
+                rng = random.Random(0)
+                ins = [rng.randint(100, 1024) for _ in range(n)]
+                outs = [rng.randint(100, 1024) for _ in range(n)]
+                prompts = random_prompts(n, ins, vocab, seed=7)
+                ours = run_engine(engine, f"{label} pagoda {n} req 100-1024 in/out", prompts, outs, sync=sync)
+                mean_ctx = sum(i + o / 2 for i, o in zip(ins, outs)) / n
+                record(ours, floor_tok_s(min(n, 256), mean_ctx, wbytes, kvt, bw))
+                prompts = random_prompts(n, [512] * n, vocab, seed=11)
+                ours = run_engine(engine, f"{label} pagoda {n} req 512/128", prompts, [128] * n, sync=sync)
+                peer = hf_generate_batch(hf, f"{label} hf generate_batch {n} req 512/128", prompts, 128, sync=sync)
+                record(ours, None, peer)
+                record(peer)
+                prefix = run_prefix_bench(engine, 2000, 50, 5, sync=sync)
+                results["prefix"] = prefix
+                rows.append(f"{label} prefix: {format_prefix(prefix)}")
+                print(rows[-1], flush=True)
+        except Exception:  # noqa: BLE001 - one failing model must not hide the other's figures
+            traceback.print_exc()
+        finally:
+            hf = engine = None
+            gc.collect()
+            torch.cuda.empty_cache()
+    print("\n== summary")
+    for r in rows:
+        print(r)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+    return 0

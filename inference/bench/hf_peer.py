@@ -1,0 +1,54 @@
+"""The peer: Hugging Face transformers on the same model and prompts, in the same process."""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .workload import Run
+
+
+def hf_generate(model, name: str, prompts: list[list[int]], output_len: int, pad_id: int,
+                sync=None) -> Run:
+    """Static batch `generate`: all prompts left-padded into one batch, greedy, exactly output_len tokens."""
+    device = next(model.parameters()).device
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    kwargs = dict(do_sample=False, pad_token_id=pad_id, eos_token_id=None)
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        model.generate(ids, attention_mask=mask, max_new_tokens=1, min_new_tokens=1, **kwargs)
+        if sync:
+            sync()
+        ttft = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out = model.generate(ids, attention_mask=mask, max_new_tokens=output_len, min_new_tokens=output_len,
+                             **kwargs)
+        if sync:
+            sync()
+        seconds = time.perf_counter() - t0
+    n_out = (out.shape[1] - width) * len(prompts)
+    tpot = (seconds - ttft) / max(1, output_len - 1)
+    return Run(name, len(prompts), n_out, seconds, ttft, ttft, tpot, 0.0, 0.0, 0)
+
+
+def hf_generate_batch(model, name: str, prompts: list[list[int]], output_len: int, sync=None) -> Run | str:
+    """transformers' own continuous batching (`generate_batch`), when this version has it."""
+    from transformers import GenerationConfig
+
+    if not hasattr(model, "generate_batch"):
+        return "generate_batch is not in this transformers version"
+    config = GenerationConfig(max_new_tokens=output_len, do_sample=False, eos_token_id=None)
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        results = model.generate_batch(inputs=prompts, generation_config=config)
+        if sync:
+            sync()
+        seconds = time.perf_counter() - t0
+    n_out = sum(len(r.generated_tokens) for r in results.values())
+    return Run(name, len(prompts), n_out, seconds, 0.0, 0.0, 0.0, 0.0, 0.0, 0)

@@ -1,0 +1,62 @@
+"""TTFT of a long system prompt + a short question: cold (nothing cached) vs pinned."""
+from __future__ import annotations
+
+import random
+import statistics
+import time
+
+from ..engine import LLMEngine
+from ..sampling_params import SamplingParams
+
+
+def ttft(engine: LLMEngine, rid: str, prompt: list[int], tenant: str, sync=None) -> tuple[float, int]:
+    """Seconds from submission to the first token, and the prompt tokens served from the cache."""
+    t0 = time.perf_counter()
+    engine.add_request(rid, prompt, SamplingParams(temperature=0, max_tokens=1, ignore_eos=True), tenant)
+    cached = 0
+    while engine.has_unfinished():
+        for d in engine.step():
+            cached = d.num_cached_tokens
+    if sync:
+        sync()
+    return time.perf_counter() - t0, cached
+
+
+def pin_and_wait(engine: LLMEngine, key: str, prompt: list[int], tenant: str):
+    result = []
+    engine.add_pin(key, prompt, tenant, result.append)
+    while not result:
+        engine.step()
+    if isinstance(result[0], Exception):
+        raise result[0]
+    return result[0]
+
+
+def run_prefix_bench(engine: LLMEngine, system_len: int, question_len: int, repeats: int, sync=None) -> dict:
+    rng = random.Random(0)
+    vocab = engine.model_args.vocab_size
+
+    def tokens(n):
+        return [rng.randrange(100, vocab - 100) for _ in range(n)]
+
+    system = tokens(system_len)
+    ttft(engine, "warmup", tokens(system_len + question_len), "warmup", sync)
+    cold = [ttft(engine, f"cold{i}", system + tokens(question_len), f"cold-tenant-{i}", sync)
+            for i in range(repeats)]
+    pin = pin_and_wait(engine, "bench-system", system, "bench")
+    warm = [ttft(engine, f"pinned{i}", system + tokens(question_len), "bench", sync) for i in range(repeats)]
+    engine.unpin("bench-system")
+    cold_s, warm_s = statistics.median(t for t, _ in cold), statistics.median(t for t, _ in warm)
+    return {
+        "system_len": system_len, "question_len": question_len, "repeats": repeats,
+        "pinned_tokens": pin.num_tokens,
+        "cold_ttft_ms": 1e3 * cold_s, "pinned_ttft_ms": 1e3 * warm_s, "speedup": cold_s / warm_s,
+        "cold_cached_tokens": [c for _, c in cold], "pinned_cached_tokens": [c for _, c in warm],
+    }
+
+
+def format_prefix(r: dict) -> str:
+    return (f"system prompt {r['system_len']} tokens + question {r['question_len']} tokens, median of "
+            f"{r['repeats']}: cold TTFT {r['cold_ttft_ms']:.1f} ms, pinned TTFT {r['pinned_ttft_ms']:.1f} ms "
+            f"-> {r['speedup']:.1f}x faster (pinned {r['pinned_tokens']} tokens; cached tokens per pinned "
+            f"request {r['pinned_cached_tokens']}, per cold request {r['cold_cached_tokens']})")

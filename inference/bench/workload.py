@@ -1,0 +1,85 @@
+"""Running a workload through the engine and measuring it."""
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from dataclasses import dataclass
+
+from ..engine import LLMEngine
+from ..sampling_params import SamplingParams
+
+
+@dataclass
+class Run:
+    name: str
+    num_requests: int
+    output_tokens: int
+    seconds: float
+    ttft_p50: float
+    ttft_p99: float
+    tpot_mean: float  # seconds per output token after the first, per request
+    decode_tok_s: float  # output tokens/s over the steps that only decoded
+    decode_step_ms: float  # mean duration of those steps
+    num_preemptions: int
+    token_ids: list[list[int]] | None = None  # per request, in prompt order
+
+    @property
+    def tok_s(self) -> float:
+        return self.output_tokens / self.seconds
+
+    def row(self) -> str:
+        return (f"{self.name:<34} {self.num_requests:>5} {self.output_tokens:>7} {self.seconds:>8.2f}s "
+                f"{self.tok_s:>9.1f} tok/s  ttft p50 {self.ttft_p50 * 1e3:>8.1f} ms p99 {self.ttft_p99 * 1e3:>8.1f} ms"
+                f"  tpot {self.tpot_mean * 1e3:>7.2f} ms  decode {self.decode_tok_s:>9.1f} tok/s"
+                f" ({self.decode_step_ms:.2f} ms/step)")
+
+
+def random_prompts(num: int, lengths: list[int], vocab: int, seed: int = 0) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(100, vocab - 100) for _ in range(n)] for n, _ in zip(lengths, range(num))]
+
+
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def run_engine(engine: LLMEngine, name: str, prompts: list[list[int]], output_lens: list[int],
+               tenant: str | None = None, sync=None) -> Run:
+    """Submit every prompt at once (greedy, EOS ignored) and step until all finish."""
+    preempt_before = engine.scheduler.num_preemptions
+    start = time.perf_counter()
+    first: dict[str, float] = {}
+    done: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    tokens: dict[str, list[int]] = {}
+    for i, (p, n) in enumerate(zip(prompts, output_lens)):
+        engine.add_request(f"{name}-{i}", p, SamplingParams(temperature=0, max_tokens=n, ignore_eos=True),
+                           tenant)
+    decode_time, decode_tokens, decode_steps = 0.0, 0, 0
+    while engine.has_unfinished():
+        t0 = time.perf_counter()
+        deltas = engine.step()
+        if sync is not None:
+            sync()
+        t1 = time.perf_counter()
+        if engine.last_step_decode_only:
+            decode_time += t1 - t0
+            decode_tokens += len(deltas)
+            decode_steps += 1
+        for d in deltas:
+            counts[d.request_id] = counts.get(d.request_id, 0) + len(d.token_ids)
+            tokens.setdefault(d.request_id, []).extend(d.token_ids)
+            first.setdefault(d.request_id, t1)
+            if d.finished:
+                done[d.request_id] = t1
+    seconds = time.perf_counter() - start
+    ttfts = [first[r] - start for r in first]
+    tpots = [(done[r] - first[r]) / (counts[r] - 1) for r in done if counts[r] > 1]
+    return Run(name, len(prompts), sum(counts.values()), seconds, percentile(ttfts, 0.5),
+               percentile(ttfts, 0.99), statistics.mean(tpots) if tpots else 0.0,
+               decode_tokens / decode_time if decode_time else 0.0,
+               1e3 * decode_time / decode_steps if decode_steps else 0.0,
+               engine.scheduler.num_preemptions - preempt_before,
+               [tokens.get(f"{name}-{i}", []) for i in range(len(prompts))])

@@ -1,0 +1,196 @@
+"""Microbenchmark of the attention kernels on a CUDA GPU: `python -m kernels.bench [--no-sweep]`.
+
+1. Device copy bandwidth (bytes read + written by a 1 GiB device-to-device copy).
+2. paged_attention_decode at the Llama-3-8B shape (Hq=32, Hkv=8, D=128, bf16, block_size 16),
+   B=1/64/256 with 4096-token contexts and B=1 at 512: checked against the ref, then timed as a CUDA
+   graph replay (how the engine runs decode); bandwidth = K+V bytes read / time.
+3. Unless --no-sweep: other launch configs and split counts, to re-tune the heuristics.
+4. paged_attention_prefill on a 4096-token prompt and a 512-token chunk after a 3584-token prefix.
+
+Timings are triton.testing.do_bench medians (L2 flushed between runs). Takes well under a minute.
+"""
+
+import argparse
+import math
+import sys
+
+import torch
+import triton
+
+from kernels.paged_attention_decode import (
+    DecodeConfig,
+    choose_num_splits,
+    decode_config,
+    paged_attention_decode,
+    paged_attention_decode_ref,
+)
+from kernels.paged_attention_prefill import paged_attention_prefill, paged_attention_prefill_ref
+
+NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE = 32, 8, 128, 16  # Llama-3-8B
+DTYPE = torch.bfloat16
+DEVICE = "cuda"
+DECODE_SHAPES = [(1, 4096), (64, 4096), (256, 4096), (1, 512)]  # (batch, context)
+SWEEP_SHAPES = [(1, 4096), (64, 4096), (256, 4096)]
+SPLIT_SWEEPS = {(1, 4096): [8, 16, 32, 64], (64, 4096): [1, 2, 3, 4, 8], (256, 4096): [1, 2, 4]}
+PREFILL_SHAPES = [(4096, 4096), (512, 4096)]  # (q_len, seq_len)
+SWEEP_CONFIGS = [
+    DecodeConfig(64, 4, 5),
+    DecodeConfig(64, 4, 3),
+    DecodeConfig(64, 4, 1),
+    DecodeConfig(32, 4, 5),
+    DecodeConfig(32, 4, 3),
+    DecodeConfig(128, 4, 3),
+    DecodeConfig(128, 8, 5),
+]
+TOLERANCE = 1e-2  # on ||out - ref|| / ||ref||; bf16 rounding gives ~3e-3
+
+
+def _median_ms(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def copy_bandwidth() -> float:
+    """Bytes per second of a large device copy, counting bytes read plus bytes written."""
+    src = torch.randn(1 << 29, dtype=DTYPE, device=DEVICE)  # 1 GiB
+    dst = torch.empty_like(src)
+    ms = _median_ms(lambda: dst.copy_(src))
+    return 2 * src.numel() * src.element_size() / (ms * 1e-3)
+
+
+class DecodeCase:
+    """Random paged K/V for `batch` sequences of `context` keys, shuffled over the block pool."""
+
+    def __init__(self, batch: int, context: int):
+        blocks_per_seq = triton.cdiv(context, BLOCK_SIZE)
+        num_blocks = batch * blocks_per_seq + 1
+        shape = (num_blocks, BLOCK_SIZE, NUM_KV_HEADS, HEAD_DIM)
+        self.k_cache = torch.randn(shape, dtype=DTYPE, device=DEVICE)
+        self.v_cache = torch.randn(shape, dtype=DTYPE, device=DEVICE)
+        perm = torch.randperm(num_blocks, device=DEVICE)[: batch * blocks_per_seq]
+        self.block_tables = perm.view(batch, blocks_per_seq).int()
+        self.seq_lens = torch.full((batch,), context, dtype=torch.int32, device=DEVICE)
+        self.q = torch.randn(batch, NUM_Q_HEADS, HEAD_DIM, dtype=DTYPE, device=DEVICE)
+        self.out = torch.empty_like(self.q)
+        self.batch, self.context = batch, context
+        self.kv_bytes = 2 * batch * context * NUM_KV_HEADS * HEAD_DIM * self.q.element_size()
+        self.scale = HEAD_DIM**-0.5
+        self.ref = paged_attention_decode_ref(*self._args())
+
+    def _args(self):
+        return (self.q, self.k_cache, self.v_cache, self.block_tables, self.seq_lens, self.scale)
+
+    def run(self, num_splits: int | None = None, config: DecodeConfig | None = None) -> torch.Tensor:
+        return paged_attention_decode(
+            *self._args(), num_splits, max_seq_len=self.context, out=self.out, config=config
+        )
+
+    def error(self) -> float:
+        return _relative_error(self.out, self.ref)
+
+    def time_graph(self, num_splits: int | None = None, config: DecodeConfig | None = None) -> float:
+        """Median ms of one captured decode call, replayed (no launch overhead, like the engine)."""
+        self.run(num_splits, config)  # compile outside the capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.run(num_splits, config)
+        return _median_ms(graph.replay)
+
+
+def _relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """NaN (unwritten output) counts as an infinite error."""
+    diff = (out.float() - ref.float()).norm() / ref.float().norm()
+    return diff.item() if torch.isfinite(diff) else math.inf
+
+
+def _status(err: float) -> str:
+    return f"ok ({err:.1e})" if err <= TOLERANCE else f"FAIL err {err:.2g}"
+
+
+def _check(case: DecodeCase, num_splits=None, config=None) -> str:
+    case.out.fill_(math.nan)
+    case.run(num_splits, config)
+    return _status(case.error())
+
+
+def bench_decode(copy_bw: float, sweep: bool) -> None:
+    device = torch.device(DEVICE)
+    print(f"\npaged_attention_decode  Hq={NUM_Q_HEADS} Hkv={NUM_KV_HEADS} D={HEAD_DIM} {DTYPE} block_size={BLOCK_SIZE}")
+    print(f"default config {decode_config(HEAD_DIM, DTYPE)}")
+    print(f"{'batch':>5} {'ctx':>5} {'splits':>6} {'check':>16} {'us':>8} {'GB/s':>7} {'% copy':>7}")
+    cases = {}
+    for batch, context in DECODE_SHAPES:
+        case = cases[(batch, context)] = DecodeCase(batch, context)
+        splits = choose_num_splits(batch, NUM_KV_HEADS, context, device)
+        status = _check(case)
+        ms = case.time_graph()
+        bw = case.kv_bytes / (ms * 1e-3)
+        print(f"{batch:5d} {context:5d} {splits:6d} {status:>16} {ms * 1e3:8.1f} {bw / 1e9:7.0f} {100 * bw / copy_bw:6.1f}%")
+    if not sweep:
+        return
+
+    print("\nsweep: GB/s (% of copy) per launch config, heuristic split count; FAIL = wrong result")
+    sweep_cases = [cases[shape] for shape in SWEEP_SHAPES]
+    print(f"{'config':>28} " + " ".join(f"{f'B={c.batch} ctx={c.context}':>18}" for c in sweep_cases))
+    for config in SWEEP_CONFIGS:
+        cells = []
+        for case in sweep_cases:
+            try:
+                status = _check(case, config=config)
+                if status.startswith("FAIL"):
+                    cells.append(status[:18])
+                    continue
+                bw = case.kv_bytes / (case.time_graph(config=config) * 1e-3)
+                cells.append(f"{bw / 1e9:7.0f} ({100 * bw / copy_bw:4.1f}%)")
+            except Exception as exc:  # e.g. out of shared memory: report and go on
+                cells.append(f"error {type(exc).__name__}"[:18])
+        name = f"bn={config.block_n} w={config.num_warps} s={config.num_stages}"
+        print(f"{name:>28} " + " ".join(f"{c:>18}" for c in cells))
+
+    print("\nsweep: GB/s (% of copy) per split count, default config")
+    for shape, split_counts in SPLIT_SWEEPS.items():
+        case = cases[shape]
+        cells = []
+        for splits in split_counts:
+            status = _check(case, splits)
+            if status.startswith("FAIL"):
+                cells.append(f"{splits}: {status}")
+                continue
+            bw = case.kv_bytes / (case.time_graph(splits) * 1e-3)
+            cells.append(f"{splits}: {bw / 1e9:.0f} ({100 * bw / copy_bw:.0f}%)")
+        print(f"  B={case.batch:<3} ctx={case.context}: " + "  ".join(cells))
+
+
+def bench_prefill() -> None:
+    print(f"\npaged_attention_prefill  Hq={NUM_Q_HEADS} Hkv={NUM_KV_HEADS} D={HEAD_DIM} {DTYPE} block_size={BLOCK_SIZE}")
+    print(f"{'q_len':>6} {'seq_len':>7} {'check':>16} {'us':>8} {'TFLOP/s':>8}")
+    for q_len, seq_len in PREFILL_SHAPES:
+        case = DecodeCase(1, seq_len)  # reuse the paged K/V; q is replaced
+        q = torch.randn(q_len, NUM_Q_HEADS, HEAD_DIM, dtype=DTYPE, device=DEVICE)
+        cu = torch.tensor([0, q_len], dtype=torch.int32, device=DEVICE)
+        args = (q, case.k_cache, case.v_cache, case.block_tables, cu, case.seq_lens, case.scale, q_len)
+        out = paged_attention_prefill(*args)
+        status = _status(_relative_error(out, paged_attention_prefill_ref(*args)))
+        ms = _median_ms(lambda: paged_attention_prefill(*args, out=out))
+        visible_keys = q_len * (seq_len - q_len) + q_len * (q_len + 1) // 2
+        flops = 4 * NUM_Q_HEADS * HEAD_DIM * visible_keys  # QK^T and PV, 2 flops per multiply-add
+        print(f"{q_len:6d} {seq_len:7d} {status:>16} {ms * 1e3:8.1f} {flops / (ms * 1e-3) / 1e12:8.1f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-sweep", action="store_true", help="skip the config and split-count sweeps")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("kernels.bench needs a CUDA GPU: torch.cuda.is_available() is False")
+    torch.manual_seed(0)
+    props = torch.cuda.get_device_properties(0)
+    print(f"{props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}, triton {triton.__version__}")
+    copy_bw = copy_bandwidth()
+    print(f"device copy bandwidth (read + write): {copy_bw / 1e9:.0f} GB/s")
+    bench_decode(copy_bw, sweep=not args.no_sweep)
+    bench_prefill()
+
+
+if __name__ == "__main__":
+    main()

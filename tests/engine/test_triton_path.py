@@ -1,0 +1,34 @@
+"""The engine through the Triton kernels (interpreted on CPU here, compiled on a GPU): same tokens as
+through the torch references, for prefill, prefix hits, mixed batches and decode."""
+import pytest
+
+from inference import LLM, SamplingParams, ops
+
+
+@pytest.fixture
+def triton_on_cpu(monkeypatch):
+    import torch
+
+    if not torch.cuda.is_available():
+        monkeypatch.setattr(ops, "TRITON_ON_CPU", True)
+
+
+def test_triton_kernels_give_the_reference_tokens(tiny_llama_path, monkeypatch):
+    system = list(range(700, 724))  # 3 blocks of 8: the second wave hits the cache
+    prompts = [system + list(range(800 + 7 * i, 805 + 7 * i)) for i in range(3)] + [[5, 6, 7]]
+    params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+
+    def run():
+        llm = LLM(model=str(tiny_llama_path), progress=False, device="cpu", block_size=8,
+                  max_num_batched_tokens=40)  # small budget: chunked prefill mixed with decodes
+        first = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
+        second = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
+        assert llm.engine.block_manager.num_hit_tokens > 0
+        return first, second
+
+    reference = run()
+    import torch
+
+    if not torch.cuda.is_available():
+        monkeypatch.setattr(ops, "TRITON_ON_CPU", True)
+    assert run() == reference

@@ -1,0 +1,110 @@
+import pytest
+import torch
+from kernel_testing import DEVICE, DTYPES, assert_close
+
+from kernels.rotary import apply_rotary, apply_rotary_ref, build_cos_sin_cache, rope_inv_freq
+
+LLAMA3 = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+SCALINGS = [None, {"rope_type": "linear", "factor": 4.0}, LLAMA3]
+
+
+def _hf_rotary(head_dim: int, base: float, rope_scaling: dict | None):
+    modeling_llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    from transformers import LlamaConfig
+
+    params = {"rope_type": "default"} if rope_scaling is None else dict(rope_scaling)
+    params["rope_theta"] = base
+    config = LlamaConfig(
+        hidden_size=4 * head_dim,
+        num_attention_heads=4,
+        head_dim=head_dim,
+        max_position_embeddings=16384,
+        rope_parameters=params,
+    )
+    return config, modeling_llama.LlamaRotaryEmbedding(config)
+
+
+@pytest.mark.parametrize("rope_scaling", SCALINGS, ids=["default", "linear", "llama3"])
+@pytest.mark.parametrize("head_dim, base", [(64, 10000.0), (128, 500000.0)])
+def test_inv_freq_matches_transformers(rope_scaling, head_dim, base):
+    config, rotary = _hf_rotary(head_dim, base, rope_scaling)
+    ours = rope_inv_freq(head_dim, base, rope_scaling)
+    torch.testing.assert_close(ours, rotary.inv_freq.float(), rtol=0, atol=0)
+    if rope_scaling is not None:
+        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+        hf_inv_freq, attention_factor = ROPE_INIT_FUNCTIONS[rope_scaling["rope_type"]](config, "cpu")
+        torch.testing.assert_close(ours, hf_inv_freq, rtol=0, atol=0)
+        assert attention_factor == 1.0  # the cache has no room for a cos/sin scale
+
+
+@pytest.mark.parametrize("rope_scaling", SCALINGS, ids=["default", "linear", "llama3"])
+def test_cos_sin_cache_matches_transformers(rope_scaling):
+    head_dim, max_pos = 64, 9000
+    _, rotary = _hf_rotary(head_dim, 500000.0, rope_scaling)
+    cache = build_cos_sin_cache(head_dim, max_pos, 500000.0, rope_scaling)
+    assert cache.shape == (max_pos, head_dim) and cache.dtype == torch.float32
+    positions = torch.arange(max_pos)[None]
+    cos, sin = rotary(torch.zeros(1, dtype=torch.float32), positions)  # [1, max_pos, D]
+    torch.testing.assert_close(cache[:, : head_dim // 2], cos[0, :, : head_dim // 2], rtol=0, atol=1e-6)
+    torch.testing.assert_close(cache[:, head_dim // 2 :], sin[0, :, : head_dim // 2], rtol=0, atol=1e-6)
+
+
+def test_unknown_rope_type_is_rejected():
+    with pytest.raises(ValueError, match="yarn"):
+        build_cos_sin_cache(64, 16, 10000.0, {"rope_type": "yarn", "factor": 2.0})
+
+
+def _qk(num_tokens, num_q_heads, num_kv_heads, head_dim, dtype):
+    """q and k as views into one fused qkv tensor (token stride (Hq + 2 Hkv) * D)."""
+    qkv = torch.randn(num_tokens, num_q_heads + 2 * num_kv_heads, head_dim, dtype=dtype, device=DEVICE)
+    return qkv[:, :num_q_heads], qkv[:, num_q_heads : num_q_heads + num_kv_heads]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("num_q_heads, num_kv_heads, head_dim", [(9, 3, 64), (32, 8, 128), (4, 4, 64), (6, 2, 96)])
+def test_apply_rotary_matches_ref(dtype, num_q_heads, num_kv_heads, head_dim):
+    max_pos = 5000
+    cache = build_cos_sin_cache(head_dim, max_pos, 10000.0, LLAMA3).to(DEVICE)
+    q, k = _qk(37, num_q_heads, num_kv_heads, head_dim, dtype)
+    positions = torch.randint(0, max_pos, (37,), device=DEVICE)
+    positions[:3] = torch.tensor([0, 1, max_pos - 1])
+    q_ref, k_ref = apply_rotary_ref(q, k, positions, cache)
+    apply_rotary(q, k, positions, cache)
+    assert_close(q, q_ref, dtype)
+    assert_close(k, k_ref, dtype)
+
+
+def test_apply_rotary_ref_matches_transformers():
+    modeling_llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    head_dim = 64
+    _, rotary = _hf_rotary(head_dim, 10000.0, LLAMA3)
+    cache = build_cos_sin_cache(head_dim, 3000, 10000.0, LLAMA3)
+    positions = torch.randint(0, 3000, (11,))
+    q, k = torch.randn(11, 6, head_dim), torch.randn(11, 2, head_dim)
+    cos, sin = rotary(q, positions[None])  # [1, N, D]
+    # HF layout is [batch, heads, seq, D]: treat our tokens as the sequence of one batch.
+    q_hf, k_hf = modeling_llama.apply_rotary_pos_emb(q.transpose(0, 1)[None], k.transpose(0, 1)[None], cos, sin)
+    q_ref, k_ref = apply_rotary_ref(q, k, positions, cache)
+    torch.testing.assert_close(q_ref, q_hf[0].transpose(0, 1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(k_ref, k_hf[0].transpose(0, 1), rtol=1e-5, atol=1e-5)
+
+
+def test_apply_rotary_rejects_bad_inputs():
+    cache = build_cos_sin_cache(64, 100, 10000.0, None).to(DEVICE)
+    q, k = _qk(4, 4, 2, 64, torch.float32)
+    positions = torch.arange(4, device=DEVICE)
+    with pytest.raises(TypeError, match="positions"):
+        apply_rotary(q, k, positions.int(), cache)
+    with pytest.raises(TypeError, match="cos_sin_cache"):
+        apply_rotary(q, k, positions, cache.half())
+    with pytest.raises(ValueError, match="cos_sin_cache"):
+        apply_rotary(q, k, positions, cache[:, :32])
+    with pytest.raises(ValueError, match="k"):
+        apply_rotary(q, k[:2], positions, cache)
