@@ -37,6 +37,7 @@ class DecodeGraphs:
         self.cu_seqlens_q = torch.arange(n + 1, dtype=torch.int32, device=dev)
         # Host staging rows, pinned so the copies to the device are asynchronous.
         self.host = torch.zeros(n, 4 + width, dtype=torch.int64).pin_memory()
+        self.host_np = self.host.numpy()
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.logits: dict[int, torch.Tensor] = {}
         self._capture()
@@ -75,22 +76,26 @@ class DecodeGraphs:
         n = len(out.scheduled)
         bs = next(s for s in self.sizes if s >= n)
         block_size = self.runner.block_size
-        host = self.host
+        host = self.host_np  # numpy view of the pinned buffer: element writes cost ~100 ns, not ~3 us
         host[:bs, 2] = -1  # padding rows: no slot, no keys
         host[:bs, 3] = 0
+        width = 0
         for i, s in enumerate(out.scheduled):
             seq, pos = s.seq, s.start
             table = seq.block_table
-            host[i, 0] = seq.token_ids(pos, pos + 1)[0]
-            host[i, 1] = pos
-            host[i, 2] = table[pos // block_size] * block_size + pos % block_size
-            host[i, 3] = pos + 1
-            host[i, 4:4 + len(table)] = torch.as_tensor(table)
-        staged = host[:bs].to(self.runner.device, non_blocking=True)
+            row = host[i]
+            row[0] = seq.output_token_ids[-1] if seq.output_token_ids else seq.prompt_token_ids[-1]
+            row[1] = pos
+            row[2] = table[pos // block_size] * block_size + pos % block_size
+            row[3] = pos + 1
+            row[4:4 + len(table)] = table
+            width = max(width, len(table))
+        # Only the block-table columns in use travel; the rest of the device buffer is never read.
+        staged = self.host[:bs, :4 + width].to(self.runner.device, non_blocking=True)
         self.input_ids[:bs].copy_(staged[:, 0])
         self.positions[:bs].copy_(staged[:, 1])
         self.slot_mapping[:bs].copy_(staged[:, 2])
         self.seq_lens[:bs].copy_(staged[:, 3])
-        self.block_tables[:bs].copy_(staged[:, 4:])
+        self.block_tables[:bs, :width].copy_(staged[:, 4:])
         self.graphs[bs].replay()
         return self.logits[bs][:n]

@@ -228,9 +228,11 @@ class LLMEngine:
             finish_reason=reason, num_prompt_tokens=seq.num_prompt_tokens,
             num_cached_tokens=seq.num_cached_tokens, num_output_tokens=seq.num_output_tokens,
             stop_reason=stop_reason, logprobs=[logprobs] if logprobs else None,
-            metrics={"arrival": seq.arrival_time, "first_scheduled": seq.first_scheduled_time,
-                     "first_token": seq.first_token_time,
-                     "finished": seq.finish_time, "num_preemptions": seq.num_preemptions})
+            # The timings are only needed on a request's first and last delta: skip the dict otherwise.
+            metrics=({"arrival": seq.arrival_time, "first_scheduled": seq.first_scheduled_time,
+                      "first_token": seq.first_token_time,
+                      "finished": seq.finish_time, "num_preemptions": seq.num_preemptions}
+                     if finished or seq.num_output_tokens <= 1 else {}))
 
     # -- stats ---------------------------------------------------------------------------------------
     def stats(self) -> dict:

@@ -25,8 +25,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
 def rotary(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor):
     """Rotate q [N, Hq, D] and k [N, Hkv, D] by their positions; returns (q, k)."""
     if _triton(q):
-        q, k = q.contiguous(), k.contiguous()
-        kernels.apply_rotary(q, k, positions, cos_sin_cache)
+        kernels.apply_rotary(q, k, positions, cos_sin_cache)  # in place, on views of the qkv output
         return q, k
     return kernels.apply_rotary_ref(q, k, positions, cos_sin_cache)
 

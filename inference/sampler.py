@@ -85,6 +85,9 @@ def filter_top_k_top_p_min_p(logits: torch.Tensor, rows: list[SamplingRow]) -> t
 
 def sample(logits: torch.Tensor, rows: list[SamplingRow]) -> SamplerOutput:
     """logits [R, V] (any float dtype) for R sequences -> one token id each (and logprobs if asked)."""
+    if all(r.params.greedy and not r.params.uses_penalties and not r.blocked_token_ids
+           and r.params.logprobs is None for r in rows):
+        return SamplerOutput(logits.argmax(dim=-1).tolist(), [None] * len(rows))  # the common fast path
     logits = logits.float()
     raw = logits
     device = logits.device

@@ -56,7 +56,9 @@ def check_kv_caches(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
     """The engine contract: [num_blocks, block_size, num_kv_heads, head_dim], contiguous, same dtype."""
     check_dtype("k_cache", k_cache, FLOAT_DTYPES)
     if k_cache.dim() != 4:
-        raise ValueError(f"k_cache must be 4-D [num_blocks, block_size, num_kv_heads, head_dim], got {tuple(k_cache.shape)}")
+        raise ValueError(
+            f"k_cache must be 4-D [num_blocks, block_size, num_kv_heads, head_dim], got {tuple(k_cache.shape)}"
+        )
     if v_cache.shape != k_cache.shape:
         raise ValueError(f"v_cache shape {tuple(v_cache.shape)} differs from k_cache shape {tuple(k_cache.shape)}")
     if v_cache.dtype != k_cache.dtype:
@@ -65,10 +67,46 @@ def check_kv_caches(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
     check_contiguous("v_cache", v_cache)
 
 
-def check_attention_head_dim(head_dim: int) -> None:
+def check_paged_attention_inputs(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    out: torch.Tensor | None,
+    **metadata: torch.Tensor,
+) -> None:
+    """Checks shared by the paged attention launchers; `metadata` are further 1-D int32 tensors."""
+    check_kv_caches(k_cache, v_cache)
+    num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     # tl.dot tiles need a power-of-two inner dimension of at least 16.
     if head_dim < 16 or head_dim > 256 or head_dim & (head_dim - 1):
         raise ValueError(f"head_dim must be a power of two in [16, 256], got {head_dim}")
+    check_dtype("q", q, FLOAT_DTYPES)
+    if q.dtype != k_cache.dtype:
+        raise TypeError(f"q dtype {q.dtype} differs from the cache dtype {k_cache.dtype}")
+    check_shape("q", q, (None, None, head_dim))
+    check_last_dim_contiguous("q", q)
+    if q.shape[1] % num_kv_heads:
+        raise ValueError(f"query heads ({q.shape[1]}) must be a multiple of kv heads ({num_kv_heads})")
+    check_dtype("seq_lens", seq_lens, (torch.int32,))
+    check_shape("seq_lens", seq_lens, (None,))
+    check_contiguous("seq_lens", seq_lens)
+    check_dtype("block_tables", block_tables, (torch.int32,))
+    check_shape("block_tables", block_tables, (seq_lens.shape[0], None))
+    check_last_dim_contiguous("block_tables", block_tables)
+    for name, t in metadata.items():
+        check_dtype(name, t, (torch.int32,))
+        check_contiguous(name, t)
+    tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_tables": block_tables, "seq_lens": seq_lens}
+    tensors.update(metadata)
+    if out is not None:
+        check_dtype("out", out, (q.dtype,))
+        check_shape("out", out, tuple(q.shape))
+        check_last_dim_contiguous("out", out)
+        tensors["out"] = out
+    for name, t in tensors.items():
+        check_device(name, t, q.device)
 
 
 @functools.lru_cache(maxsize=None)

@@ -13,17 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import (
-    FLOAT_DTYPES,
-    check_attention_head_dim,
-    check_contiguous,
-    check_device,
-    check_dtype,
-    check_kv_caches,
-    check_last_dim_contiguous,
-    check_shape,
-    num_sms,
-)
+from kernels._checks import check_paged_attention_inputs, num_sms
 from kernels._paged import LOG2E, paged_kv_tile_offsets
 
 MAX_SPLITS = 64
@@ -186,34 +176,6 @@ def _decode_merge_kernel(
     tl.store(out_ptr + seq * stride_out_seq + head * stride_out_head + offs_d, out.to(out_ptr.dtype.element_ty))
 
 
-def _check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens, out) -> None:
-    check_kv_caches(k_cache, v_cache)
-    num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
-    check_attention_head_dim(head_dim)
-    check_dtype("q", q, FLOAT_DTYPES)
-    if q.dtype != k_cache.dtype:
-        raise TypeError(f"q dtype {q.dtype} differs from the cache dtype {k_cache.dtype}")
-    check_shape("q", q, (None, None, head_dim))
-    check_last_dim_contiguous("q", q)
-    batch, num_q_heads = q.shape[0], q.shape[1]
-    if num_q_heads % num_kv_heads:
-        raise ValueError(f"query heads ({num_q_heads}) must be a multiple of kv heads ({num_kv_heads})")
-    check_dtype("block_tables", block_tables, (torch.int32,))
-    check_shape("block_tables", block_tables, (batch, None))
-    check_last_dim_contiguous("block_tables", block_tables)
-    check_dtype("seq_lens", seq_lens, (torch.int32,))
-    check_shape("seq_lens", seq_lens, (batch,))
-    check_contiguous("seq_lens", seq_lens)
-    tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_tables": block_tables, "seq_lens": seq_lens}
-    if out is not None:
-        check_dtype("out", out, (q.dtype,))
-        check_shape("out", out, tuple(q.shape))
-        check_last_dim_contiguous("out", out)
-        tensors["out"] = out
-    for name, t in tensors.items():
-        check_device(name, t, q.device)
-
-
 def paged_attention_decode(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -237,8 +199,10 @@ def paged_attention_decode(
     block_tables.shape[1] * block_size, an upper bound). No host syncs: safe to capture in a CUDA graph
     (num_splits is then fixed at capture time). out: optional preallocated output.
     """
-    _check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens, out)
+    check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out)
     batch, num_q_heads, head_dim = q.shape
+    if seq_lens.shape[0] != batch:
+        raise ValueError(f"seq_lens has {seq_lens.shape[0]} entries for a batch of {batch} queries")
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     gqa = num_q_heads // num_kv_heads
     if out is None:
@@ -251,15 +215,15 @@ def paged_attention_decode(
         max_seq_len = block_tables.shape[1] * block_size
     if num_splits is None:
         num_splits = choose_num_splits(batch, num_kv_heads, max_seq_len, q.device)
-    if not 1 <= num_splits <= 4 * MAX_SPLITS:
-        raise ValueError(f"num_splits must be in [1, {4 * MAX_SPLITS}], got {num_splits}")
+    if not 1 <= num_splits <= MAX_SPLITS:
+        raise ValueError(f"num_splits must be in [1, {MAX_SPLITS}], got {num_splits}")
     cfg = config or decode_config(head_dim, q.dtype)
 
     if num_splits > 1:
         part_acc = torch.empty(batch, num_q_heads, num_splits, head_dim, dtype=torch.float32, device=q.device)
         part_max = torch.empty(batch, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
         part_sum = torch.empty(batch, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
-    else:  # unused by the kernel; any fp32 tensor will do
+    else:  # not touched when SPLIT_K is off; any tensor will do
         part_acc = part_max = part_sum = out
     _decode_split_kernel[(num_kv_heads, batch, num_splits)](
         q,

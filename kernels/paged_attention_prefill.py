@@ -18,16 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import (
-    FLOAT_DTYPES,
-    check_attention_head_dim,
-    check_contiguous,
-    check_device,
-    check_dtype,
-    check_kv_caches,
-    check_last_dim_contiguous,
-    check_shape,
-)
+from kernels._checks import check_paged_attention_inputs
 from kernels._paged import LOG2E, paged_kv_tile_offsets
 
 
@@ -149,38 +140,6 @@ def _prefill_kernel(
     )
 
 
-def _check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out) -> None:
-    check_kv_caches(k_cache, v_cache)
-    num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
-    check_attention_head_dim(head_dim)
-    check_dtype("q", q, FLOAT_DTYPES)
-    if q.dtype != k_cache.dtype:
-        raise TypeError(f"q dtype {q.dtype} differs from the cache dtype {k_cache.dtype}")
-    check_shape("q", q, (None, None, head_dim))
-    check_last_dim_contiguous("q", q)
-    if q.shape[1] % num_kv_heads:
-        raise ValueError(f"query heads ({q.shape[1]}) must be a multiple of kv heads ({num_kv_heads})")
-    check_dtype("seq_lens", seq_lens, (torch.int32,))
-    check_shape("seq_lens", seq_lens, (None,))
-    check_contiguous("seq_lens", seq_lens)
-    batch = seq_lens.shape[0]
-    check_dtype("cu_seqlens_q", cu_seqlens_q, (torch.int32,))
-    check_shape("cu_seqlens_q", cu_seqlens_q, (batch + 1,))
-    check_contiguous("cu_seqlens_q", cu_seqlens_q)
-    check_dtype("block_tables", block_tables, (torch.int32,))
-    check_shape("block_tables", block_tables, (batch, None))
-    check_last_dim_contiguous("block_tables", block_tables)
-    tensors = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_tables": block_tables}
-    tensors.update(cu_seqlens_q=cu_seqlens_q, seq_lens=seq_lens)
-    if out is not None:
-        check_dtype("out", out, (q.dtype,))
-        check_shape("out", out, tuple(q.shape))
-        check_last_dim_contiguous("out", out)
-        tensors["out"] = out
-    for name, t in tensors.items():
-        check_device(name, t, q.device)
-
-
 def paged_attention_prefill(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -202,7 +161,9 @@ def paged_attention_prefill(
     max_q_len: host int >= every q_len_b (only picks the tile size; no host sync). Rows of q past
     cu_seqlens_q[B] are not written. out: optional preallocated output.
     """
-    _check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out)
+    check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out, cu_seqlens_q=cu_seqlens_q)
+    if cu_seqlens_q.shape != (seq_lens.shape[0] + 1,):
+        raise ValueError(f"cu_seqlens_q has shape {tuple(cu_seqlens_q.shape)}, expected ({seq_lens.shape[0] + 1},)")
     num_tokens, num_q_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     batch = seq_lens.shape[0]

@@ -101,8 +101,12 @@ def _rotary_kernel(
     row = cos_sin_ptr + pos * (2 * HALF_DIM)
     cos = tl.load(row + offs_d, mask=mask_d, other=0.0)
     sin = tl.load(row + HALF_DIM + offs_d, mask=mask_d, other=0.0)
-    _rotate_heads(q_ptr, token, cos, sin, num_q_heads, stride_q_tok, stride_q_head, HALF_DIM, BLOCK_Q_HEADS, BLOCK_HALF)
-    _rotate_heads(k_ptr, token, cos, sin, num_kv_heads, stride_k_tok, stride_k_head, HALF_DIM, BLOCK_K_HEADS, BLOCK_HALF)
+    _rotate_heads(
+        q_ptr, token, cos, sin, num_q_heads, stride_q_tok, stride_q_head, HALF_DIM, BLOCK_Q_HEADS, BLOCK_HALF
+    )
+    _rotate_heads(
+        k_ptr, token, cos, sin, num_kv_heads, stride_k_tok, stride_k_head, HALF_DIM, BLOCK_K_HEADS, BLOCK_HALF
+    )
 
 
 def apply_rotary(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor) -> None:

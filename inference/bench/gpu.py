@@ -136,7 +136,7 @@ def main(args) -> int:
         line = run.row()
         if floor:
             line += f"  floor {floor:,.0f} tok/s: decode at {run.decode_tok_s / floor:.0%}"
-        if peer is not None and not isinstance(peer, str):
+        if isinstance(peer, Run) and peer.tok_s > 0:
             line += f"  vs HF {run.tok_s / peer.tok_s:.2f}x"
         rows.append(line)
         results.setdefault("runs", []).append({**run.__dict__, "tok_s": run.tok_s, "floor_tok_s": floor})
@@ -171,15 +171,15 @@ def main(args) -> int:
                 ours = run_engine(engine, f"{label} pagoda {n} req 100-1024 in/out", prompts, outs, sync=sync)
                 mean_ctx = sum(i + o / 2 for i, o in zip(ins, outs)) / n
                 record(ours, floor_tok_s(min(n, 256), mean_ctx, wbytes, kvt, bw))
+                prefix = run_prefix_bench(engine, 2000, 50, 5, sync=sync)
+                results["prefix"] = prefix
+                rows.append(f"{label} prefix: {format_prefix(prefix)}")
+                print(rows[-1], flush=True)
                 prompts = random_prompts(n, [512] * n, vocab, seed=11)
                 ours = run_engine(engine, f"{label} pagoda {n} req 512/128", prompts, [128] * n, sync=sync)
                 peer = hf_generate_batch(hf, f"{label} hf generate_batch {n} req 512/128", prompts, 128, sync=sync)
                 record(ours, None, peer)
                 record(peer)
-                prefix = run_prefix_bench(engine, 2000, 50, 5, sync=sync)
-                results["prefix"] = prefix
-                rows.append(f"{label} prefix: {format_prefix(prefix)}")
-                print(rows[-1], flush=True)
         except Exception:  # noqa: BLE001 - one failing model must not hide the other's figures
             traceback.print_exc()
         finally:

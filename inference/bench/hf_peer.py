@@ -44,11 +44,14 @@ def hf_generate_batch(model, name: str, prompts: list[list[int]], output_len: in
     if not hasattr(model, "generate_batch"):
         return "generate_batch is not in this transformers version"
     config = GenerationConfig(max_new_tokens=output_len, do_sample=False, eos_token_id=None)
-    with torch.inference_mode():
+    # No inference_mode here: its worker thread updates tensors made in this thread.
+    with torch.no_grad():
         t0 = time.perf_counter()
         results = model.generate_batch(inputs=prompts, generation_config=config)
         if sync:
             sync()
         seconds = time.perf_counter() - t0
+    if not results or not any(r.generated_tokens for r in results.values()):
+        return "hf generate_batch produced no tokens (failed; see the log above)"
     n_out = sum(len(r.generated_tokens) for r in results.values())
     return Run(name, len(prompts), n_out, seconds, 0.0, 0.0, 0.0, 0.0, 0.0, 0)

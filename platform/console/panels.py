@@ -4,6 +4,8 @@ from typing import Any
 from django.utils.crypto import salted_hmac
 
 import engine_runtime
+from observability.history import engine_history
+from observability.metrics import kv_usage
 from tenants import pinning
 from tenants.models import Tenant
 
@@ -31,13 +33,18 @@ GLOBAL_STATS = (
 
 
 def engine_stats(engine: Any = None) -> dict:
-    """{"engine": status, "stats": {...} or None, "pins": {key: {num_tokens, num_blocks}}} of the whole engine."""
+    """{"engine": status, "stats": {...} or None, "pins": {key: {num_tokens, num_blocks}},
+    "history": the last minutes of throughput and KV use (observability.history)} of the whole engine."""
     engine = engine or engine_runtime.peek()
     data: dict = {"engine": engine_runtime.status(), "stats": None, "pins": {}}
     if engine is None:
+        data["history"] = engine_history.series()
         return data
     stats = engine.stats()
+    engine_history.record(stats)  # a poll is a sample: the chart fills while someone watches
+    data["history"] = engine_history.series()
     data["stats"] = {key: stats.get(key) for key in GLOBAL_STATS}
+    data["stats"]["kv_usage"] = kv_usage(stats)
     data["per_tenant"] = stats.get("per_tenant", {})
     data["pins"] = {key: {"num_tokens": p.num_tokens, "num_blocks": p.num_blocks} for key, p in engine.pins().items()}
     return data

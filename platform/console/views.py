@@ -46,7 +46,8 @@ def _tenant_context(tenant: Tenant, prompt_form: SystemPromptForm | None = None)
         "history": selectors.system_prompt_history(tenant)[:20],
         "profiles": selectors.profiles(tenant),
         "members": selectors.members(tenant),
-        "usage": selectors.usage_by_day(tenant, days=14),
+        "usage": selectors.usage_overview(tenant, days=14),  # chat replies and /v1 API calls
+        "api_usage_by_key": selectors.api_usage_by_key(tenant, days=14),
         "api_keys": selectors.api_keys(tenant),
         "audit": selectors.audit_log(tenant, limit=15),
         "prompt_form": prompt_form or SystemPromptForm(initial={"text": active.text if active else ""}),

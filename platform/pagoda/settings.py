@@ -2,7 +2,8 @@
 
 Environment:
   DATABASE_URL      postgres://user:pass@host:5432/name (psycopg 3) or sqlite:///path; default var/pagoda.sqlite3
-  REDIS_URL         redis://host:6379/0 -> channels-redis layer; default the in-memory layer (one process)
+  REDIS_URL         redis://host:6379/0 -> channels-redis layer and the /v1 API's shared rate-limit counters;
+                    default the in-memory layer and per-process counters (one process)
   PAGODA_MODEL      engine model name (default smollm2-135m-instruct)
   PAGODA_DEVICE     auto | cpu | cuda (default auto)
   PAGODA_ENGINE     on (start at ASGI start-up) | lazy (start on first use) | off (never; tests) — default on
@@ -15,6 +16,11 @@ Environment:
   TIME_ZONE         default UTC
   PAGODA_SERVE_STATIC   serve /static/ from the ASGI app (no separate web server needed); default true
   PAGODA_ADMIN_USER / PAGODA_ADMIN_PASSWORD   first superuser made by `manage.py bootstrap` (default admin/admin)
+  PAGODA_METRICS_ALLOWED_IPS  comma-separated addresses / CIDR networks that may read /metrics (default 127.0.0.1,::1)
+  PAGODA_METRICS_TOKEN  bearer token that also opens /metrics, from anywhere (default: none)
+  PAGODA_LOG_CONTENT    true: request log lines carry the prompt and completion text (default false)
+  PAGODA_CHAT_MAX_MESSAGE_CHARS  longest chat message an employee may send, in characters (default 8000)
+  PAGODA_CHAT_ENGINE_WAIT_SECONDS  how long a chat turn waits for an engine that is still loading (default 30)
 """
 import json
 import os
@@ -57,6 +63,10 @@ INSTALLED_APPS = [
     "channels",
     "tenants",
     "console",
+    "ninja",  # django-ninja: its bundled Swagger UI for /v1/docs (no CDN on-prem)
+    "api",  # the OpenAI-compatible REST API under /v1/
+    "observability",
+    "chat",  # the employees' browser chat: page, history and the /ws/chat/ WebSocket
 ]
 
 MIDDLEWARE = [
@@ -94,6 +104,8 @@ DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CHANNEL_LAYERS = env.channel_layers(os.environ.get("REDIS_URL"))
+# Shared counters for the /v1 API rate limits (api.ratelimit); None: counted in this process only.
+PAGODA_REDIS_URL = os.environ.get("REDIS_URL") or None
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -129,11 +141,30 @@ PAGODA_PIN_SYNC_SECONDS = float(os.environ.get("PAGODA_PIN_SYNC_SECONDS", "5"))
 PAGODA_ADMIN_USER = os.environ.get("PAGODA_ADMIN_USER", "admin")
 PAGODA_ADMIN_PASSWORD = os.environ.get("PAGODA_ADMIN_PASSWORD", "admin")
 
+# --- observability (see platform/observability) ---
+PAGODA_METRICS_ALLOWED_IPS = env.parse_list(os.environ.get("PAGODA_METRICS_ALLOWED_IPS"), ["127.0.0.1", "::1"])
+PAGODA_METRICS_TOKEN = os.environ.get("PAGODA_METRICS_TOKEN", "")
+PAGODA_LOG_CONTENT = env.parse_bool(os.environ.get("PAGODA_LOG_CONTENT"), default=False)
+
+# --- browser chat (see platform/chat) ---
+PAGODA_CHAT_MAX_MESSAGE_CHARS = int(os.environ.get("PAGODA_CHAT_MAX_MESSAGE_CHARS", "8000"))
+PAGODA_CHAT_ENGINE_WAIT_SECONDS = float(os.environ.get("PAGODA_CHAT_ENGINE_WAIT_SECONDS", "30"))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "observability.request_log.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "requests": {"class": "logging.StreamHandler", "formatter": "json"},
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # one JSON line per finished request (observability.request_log), not repeated as plain text
+        "pagoda.requests": {"handlers": ["requests"], "level": "INFO", "propagate": False},
+    },
 }

@@ -1,4 +1,5 @@
-"""URL map. Each app owns its prefix: /console/ (tenant console), /admin/, /accounts/ (login).
+"""URL map. Each app owns its prefix: /console/ (tenant console), /admin/, /accounts/ (login);
+observability serves /health and /metrics at the root.
 
 The chat app adds `path("", include("chat.urls"))`; the API app mounts its NinjaAPI under /v1/.
 """
@@ -13,4 +14,6 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("console/", include("console.urls")),
+    path("v1/", include("api.urls")),  # the OpenAI-compatible API (schema at /v1/openapi.json)
+    path("", include("observability.urls")),  # /health, /metrics
 ]

@@ -1,11 +1,11 @@
 """Every read the platform makes about tenants, prompts, profiles, keys, usage and the engine."""
 import datetime
 
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Avg, Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from tenants.models import ApiKey, AuditLog, Conversation, Membership, Message, SamplingProfile, SystemPrompt, Tenant
+from tenants.models import ApiKey, ApiUsage, AuditLog, Conversation, Membership, Message, SamplingProfile, SystemPrompt, Tenant
 
 
 # --- who may do what ---
@@ -130,6 +130,99 @@ def usage_by_day(tenant: Tenant, *, days: int = 14, today: datetime.date | None 
             }
         )
     return result
+
+
+def _since(days: int, today: datetime.date | None) -> tuple[datetime.date, datetime.datetime]:
+    today = today or timezone.localdate()
+    first = today - datetime.timedelta(days=days - 1)
+    return first, timezone.make_aware(datetime.datetime.combine(first, datetime.time.min))
+
+
+def api_usage_by_day(tenant: Tenant, *, days: int = 14, today: datetime.date | None = None) -> list[dict]:
+    """The tenant's /v1 calls per day, oldest first, one row per day (zeros included).
+
+    Rows: {"day", "num_requests", "num_errors", "prompt_tokens", "cached_tokens", "output_tokens", "total_tokens"}.
+    """
+    first, since = _since(days, today)
+    rows = (
+        ApiUsage.objects.filter(tenant=tenant, created_at__gte=since)
+        .annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
+        .values("day")
+        .annotate(
+            num_requests=Count("id"),
+            num_errors=Count("id", filter=Q(status_code__gte=400)),
+            prompt_tokens=Sum("num_prompt_tokens"),
+            cached_tokens=Sum("num_cached_tokens"),
+            output_tokens=Sum("num_output_tokens"),
+        )
+    )
+    by_day = {row["day"]: row for row in rows}
+    result = []
+    for offset in range(days):
+        day = first + datetime.timedelta(days=offset)
+        row = by_day.get(day, {})
+        prompt, output = row.get("prompt_tokens") or 0, row.get("output_tokens") or 0
+        result.append(
+            {
+                "day": day,
+                "num_requests": row.get("num_requests", 0),
+                "num_errors": row.get("num_errors", 0),
+                "prompt_tokens": prompt,
+                "cached_tokens": row.get("cached_tokens") or 0,
+                "output_tokens": output,
+                "total_tokens": prompt + output,
+            }
+        )
+    return result
+
+
+def usage_overview(tenant: Tenant, *, days: int = 14, today: datetime.date | None = None) -> list[dict]:
+    """Chat replies (usage_by_day) and API calls (api_usage_by_day) per day, added up: the console's table.
+
+    Rows: {"day", "num_replies", "num_api_requests", "prompt_tokens", "cached_tokens", "output_tokens",
+    "total_tokens", "api_tokens"}; the token columns are the sums of both sources, api_tokens the API's share.
+    """
+    chat = usage_by_day(tenant, days=days, today=today)
+    api = api_usage_by_day(tenant, days=days, today=today)
+    return [
+        {
+            "day": c["day"],
+            "num_replies": c["num_replies"],
+            "num_api_requests": a["num_requests"],
+            **{k: c[k] + a[k] for k in ("prompt_tokens", "cached_tokens", "output_tokens", "total_tokens")},
+            "api_tokens": a["total_tokens"],
+        }
+        for c, a in zip(chat, api)
+    ]
+
+
+def api_usage_by_key(tenant: Tenant, *, days: int = 14, today: datetime.date | None = None) -> list[dict]:
+    """Per API key of the tenant over the last `days`: {"key", "num_requests", "num_errors", "total_tokens",
+    "avg_latency_ms"}, busiest first; keys without calls are left out."""
+    _, since = _since(days, today)
+    rows = (
+        ApiUsage.objects.filter(tenant=tenant, created_at__gte=since, api_key__isnull=False)
+        .values("api_key")
+        .annotate(
+            num_requests=Count("id"),
+            num_errors=Count("id", filter=Q(status_code__gte=400)),
+            prompt_tokens=Sum("num_prompt_tokens"),
+            output_tokens=Sum("num_output_tokens"),
+            avg_latency_ms=Avg("latency_ms"),
+        )
+        .order_by("-num_requests")
+    )
+    keys = ApiKey.objects.in_bulk([row["api_key"] for row in rows])
+    return [
+        {
+            "key": keys[row["api_key"]],
+            "num_requests": row["num_requests"],
+            "num_errors": row["num_errors"],
+            "total_tokens": (row["prompt_tokens"] or 0) + (row["output_tokens"] or 0),
+            "avg_latency_ms": round(row["avg_latency_ms"]) if row["avg_latency_ms"] is not None else None,
+        }
+        for row in rows
+    ]
 
 
 def audit_log(tenant: Tenant, *, limit: int = 20) -> QuerySet[AuditLog]:

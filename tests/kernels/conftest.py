@@ -2,9 +2,13 @@
 
 Without CUDA the Triton kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1) on CPU tensors;
 with CUDA they are compiled and run on the GPU, and the bf16/fp16 cases are added.
+
+TRITON_INTERPRET must be set before triton is first imported: @triton.jit, triton.language's own
+helpers included, picks interpreter or compiler when a function is defined. tests/conftest.py sets it
+for whole-suite runs (transformers' model imports probe `import kernels`, which imports triton); this
+file sets it for `pytest tests/kernels`. If triton was imported earlier anyway, the tests skip.
 """
 
-import importlib
 import math
 import os
 import sys
@@ -16,45 +20,26 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `import kernels`
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # kernel_testing, under any import mode
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # helper modules, under any import mode
 
+import triton.language as tl  # noqa: E402
+from conftest_interpreter import patch_interpreter_for_numpy_2_4  # noqa: E402
 
-def _reload_kernels_if_compiled_early() -> None:
-    """@triton.jit picks interpreter vs compiler when a kernel is defined. If another test package
-    imported `kernels` before this conftest set TRITON_INTERPRET, redefine the kernels."""
-    if torch.cuda.is_available() or "kernels" not in sys.modules:
-        return
-    names = sorted((n for n in sys.modules if n == "kernels" or n.startswith("kernels.")), key=len, reverse=True)
-    for name in names:  # submodules first, then the package re-exports the new functions
-        importlib.reload(sys.modules[name])
-
-
-_reload_kernels_if_compiled_early()
-
-
-def _patch_interpreter_for_numpy_2_4() -> None:
-    """Triton 3.6's interpreter turns scalar tensors into ints with int(ndarray of shape (1,)), which
-    NumPy >= 2.4 rejects (triton-lang/triton#9171); this breaks `range(lo, hi)` with tensor bounds."""
-    if torch.cuda.is_available():
-        return
-    from triton.runtime import interpreter
-
-    original = getattr(interpreter, "_patch_lang_tensor", None)
-    if original is None or getattr(original, "_pagoda_patched", False):
-        return
-
-    def patched(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    patched._pagoda_patched = True
-    interpreter._patch_lang_tensor = patched
-
-
-_patch_interpreter_for_numpy_2_4()
+patch_interpreter_for_numpy_2_4()
+# triton's own @jit helpers (tl.cdiv, tl.max, ...) tell whether triton was imported in interpreter mode.
+_INTERPRETER_UNUSABLE = not torch.cuda.is_available() and type(tl.cdiv).__name__ != "InterpretedFunction"
 
 import pytest  # noqa: E402
 from kernel_testing import DEVICE  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _require_usable_triton() -> None:
+    if _INTERPRETER_UNUSABLE:
+        pytest.skip(
+            "triton was imported before TRITON_INTERPRET=1 was set, so kernels cannot run on CPU: "
+            "run `pytest tests/kernels` on its own or export TRITON_INTERPRET=1"
+        )
 
 
 @pytest.fixture
@@ -76,7 +61,7 @@ def huge_pool() -> tuple[torch.Tensor, torch.Tensor]:
     offset arithmetic overflows there. The 4.3 GB per cache are never written as a whole; on CPU only
     the pages a test touches get allocated."""
     shape = (2**31 // (16 * 64) + 64, 16, 1, 64)
-    return _REAL_EMPTY(shape, dtype=torch.float16, device=DEVICE), _REAL_EMPTY(shape, dtype=torch.float16, device=DEVICE)
+    return tuple(_REAL_EMPTY(shape, dtype=torch.float16, device=DEVICE) for _ in range(2))
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@ import math
 
 import pytest
 import torch
-from kernel_testing import DTYPES
+from kernel_testing import DEVICE, DTYPES
 
 from kernels.kv_cache_write import write_kv_cache, write_kv_cache_ref
 
@@ -48,7 +48,7 @@ def test_write_top_of_huge_pool(huge_pool):
     k_cache, v_cache = huge_pool
     num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
     first = num_blocks - 3
-    key, value, slots = _inputs(20, num_blocks, block_size, num_kv_heads, head_dim, k_cache.dtype, k_cache.device, first)
+    key, value, slots = _inputs(20, num_blocks, block_size, num_kv_heads, head_dim, k_cache.dtype, DEVICE, first)
     assert int(slots.max()) * num_kv_heads * head_dim > 2**31
     write_kv_cache(key, value, k_cache, v_cache, slots)
     keep = slots >= 0

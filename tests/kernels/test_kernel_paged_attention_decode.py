@@ -76,7 +76,8 @@ def test_decode_out_argument(poison_empty):
     out = torch.full_like(q, math.nan).contiguous()
     result = paged_attention_decode(q, kv.k_cache, kv.v_cache, kv.block_tables, kv.seq_lens, 0.2, 2, out=out)
     assert result is out
-    assert_close(out, paged_attention_decode_ref(q, kv.k_cache, kv.v_cache, kv.block_tables, kv.seq_lens, 0.2), torch.float32)
+    ref = paged_attention_decode_ref(q, kv.k_cache, kv.v_cache, kv.block_tables, kv.seq_lens, 0.2)
+    assert_close(out, ref, torch.float32)
 
 
 def test_choose_num_splits():

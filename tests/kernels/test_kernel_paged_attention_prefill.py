@@ -75,7 +75,8 @@ def test_prefill_empty_sequences_and_padding_tokens(poison_empty):
 
 def test_prefill_top_of_huge_pool(huge_pool, poison_empty):
     """Block ids near the top of a pool whose element offsets pass 2**31."""
-    kv, q, cu, max_q_len = _prefill_case([(20, 20), (3, 50)], 16, 1, 4, 64, torch.float16, caches=huge_pool, top_of_pool=True)
+    lens = [(20, 20), (3, 50)]
+    kv, q, cu, max_q_len = _prefill_case(lens, 16, 1, 4, 64, torch.float16, caches=huge_pool, top_of_pool=True)
     assert int(kv.block_tables[:, 0].long().min()) * kv.k_cache.stride(0) > 2**31
     out, ref = _run_both(kv, q, cu, max_q_len, 0.125)
     assert_close(out, ref, torch.float16)

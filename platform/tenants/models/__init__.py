@@ -5,9 +5,11 @@ from tenants.models.conversations import Conversation, Message
 from tenants.models.profiles import SamplingProfile
 from tenants.models.prompts import SystemPrompt
 from tenants.models.tenancy import Membership, Tenant
+from tenants.models.usage import ApiUsage
 
 __all__ = [
     "ApiKey",
+    "ApiUsage",
     "AuditLog",
     "Conversation",
     "Membership",

@@ -26,6 +26,7 @@ from tenants.services.prompts import (
     validate_system_prompt_text,
 )
 from tenants.services.tenancy import add_member, create_tenant, delete_tenant, remove_member, update_tenant
+from tenants.services.usage import record_api_usage
 
 __all__ = [
     "PRESETS",
@@ -44,6 +45,7 @@ __all__ = [
     "delete_profile",
     "finish_reply",
     "hash_api_key",
+    "record_api_usage",
     "remove_member",
     "revoke_api_key",
     "rollback_system_prompt",

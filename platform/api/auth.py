@@ -1,0 +1,57 @@
+"""`Authorization: Bearer <key>` for /v1: the key's hash is looked up; 401 unknown, 403 revoked."""
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest
+from ninja.security import HttpBearer
+
+from api.errors import ApiError
+from tenants import selectors, services
+from tenants.models import ApiKey
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, message, code="invalid_api_key")
+
+
+def authenticate_key(plaintext: str, endpoint: str) -> ApiKey:
+    """The active key for a presented plaintext (tenant loaded); records its use. Raises 401 / 403.
+
+    A refused known key is recorded as a usage row (status 403): admins see who still uses it.
+    """
+    key = selectors.api_key_by_plaintext(plaintext)
+    if key is None:
+        raise _unauthorized("Incorrect API key provided.")
+    error = None
+    if key.is_revoked:
+        error = ApiError(403, "This API key has been revoked.", type="permission_error", code="api_key_revoked")
+    elif not key.tenant.is_active:
+        error = ApiError(403, "This API key's tenant is deactivated.", type="permission_error",
+                         code="tenant_inactive")
+    if error is not None:
+        services.record_api_usage(key, endpoint=endpoint, status_code=error.status, error_code=error.code)
+        raise error
+    services.touch_api_key(key)
+    return key
+
+
+def endpoint_of(path: str) -> str:
+    """The usage name of a /v1 path: /v1/chat/completions -> chat.completions, /v1/models/x -> models."""
+    parts = [p for p in path.split("/") if p][1:]  # without the "v1" mount
+    return ".".join(parts[:2]) if parts[:1] == ["chat"] else (parts[0] if parts else "")
+
+
+class ApiKeyAuth(HttpBearer):
+    """django-ninja auth (so the OpenAPI schema declares bearer auth); sets request.auth to the ApiKey."""
+
+    async def __call__(self, request: HttpRequest) -> ApiKey:
+        header = request.headers.get(self.header, "")
+        scheme, _, token = header.partition(" ")
+        if not header:
+            raise _unauthorized("You didn't provide an API key: send it as `Authorization: Bearer <key>`.")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise _unauthorized("Send the API key as `Authorization: Bearer <key>`.")
+        return await self.authenticate(request, token.strip())
+
+    async def authenticate(self, request: HttpRequest, token: str) -> ApiKey:
+        return await sync_to_async(authenticate_key)(token, endpoint_of(request.path))

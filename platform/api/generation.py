@@ -1,0 +1,102 @@
+"""One engine request seen from the API: its deltas, what they add up to, and its clock.
+
+    run = EngineRun(engine, request_id, prompt_ids, params, tenant=tenant.engine_key)
+    await run.start()            # admitted and the first delta is in: errors surface before any byte is sent
+    async for delta in run:      # that first delta, then the rest (stream) ...
+    await run.collect()          # ... or all of it at once (non-stream)
+    await run.aclose()           # always: aborts the request if it has not finished (frees its blocks)
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from inference import SamplingParams, StreamDelta
+from observability import track_request
+
+
+class EngineRun:
+    """Accumulates text, token ids, logprobs, counts and finish reason of one engine request."""
+
+    def __init__(self, engine: Any, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
+                 tenant: str | None, profile: str | None = None):
+        self.engine = engine
+        self.request_id = request_id
+        self.params = params
+        self.num_prompt_tokens = len(prompt_token_ids)
+        self.num_cached_tokens = 0
+        self.num_output_tokens = 0
+        self.text = ""
+        self.token_ids: list[int] = []
+        self.logprobs: list[dict[int, float]] = []
+        self.finish_reason: str | None = None
+        self.admitted = False  # the engine took the request (its first delta came back)
+        self.started_at = time.monotonic()
+        self.first_token_at: float | None = None
+        self._deltas = engine.generate(request_id, prompt_token_ids, params, tenant=tenant)
+        self._first: StreamDelta | None = None
+        # Latency histograms, per-tenant counters and the "pagoda.requests" log line (observability).
+        self.recorder = track_request(request_id, tenant=tenant, profile=profile, source="api")
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    @property
+    def time_to_first_token_ms(self) -> int | None:
+        return None if self.first_token_at is None else round((self.first_token_at - self.started_at) * 1000)
+
+    def _take(self, delta: StreamDelta) -> StreamDelta:
+        self.recorder.on_delta(delta)
+        if self.first_token_at is None and delta.token_ids:
+            self.first_token_at = time.monotonic()
+        self.text += delta.text
+        self.token_ids += delta.token_ids
+        self.logprobs += delta.logprobs or []
+        self.num_prompt_tokens = delta.num_prompt_tokens
+        self.num_cached_tokens = delta.num_cached_tokens
+        self.num_output_tokens = delta.num_output_tokens
+        if delta.finished:
+            self.finish_reason = delta.finish_reason
+        return delta
+
+    async def start(self) -> None:
+        """Submit the request and wait for its first delta. Raises the engine's error (queue full,
+        prompt too long, engine dead) while the caller can still answer with a status code."""
+        try:
+            self._first = self._take(await anext(self._deltas))
+        except Exception as exc:
+            self.recorder.finish(error=exc)
+            raise
+        self.admitted = True
+
+    async def __aiter__(self) -> AsyncIterator[StreamDelta]:
+        if self._first is not None:
+            first, self._first = self._first, None
+            yield first
+        if self.finished:
+            return
+        async for delta in self._deltas:
+            yield self._take(delta)
+            if delta.finished:
+                return
+
+    async def collect(self) -> None:
+        async for _ in self:
+            pass
+
+    async def aclose(self) -> None:
+        """Close the engine's stream: an unfinished request is aborted and its blocks freed at once."""
+        if not self.finished:
+            self.finish_reason = "abort"
+        await self._deltas.aclose()
+        self.recorder.finish()  # once: the last delta's reason, or "abort"
+
+    def usage(self) -> dict:
+        return {
+            "prompt_tokens": self.num_prompt_tokens,
+            "completion_tokens": self.num_output_tokens,
+            "total_tokens": self.num_prompt_tokens + self.num_output_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.num_cached_tokens},
+        }

@@ -1,0 +1,192 @@
+"""Request and response bodies of /v1, as OpenAI defines them (the subset Pagoda serves), for
+validation and the OpenAPI schema.
+
+Requests check types only; value ranges are the engine's SamplingParams' to judge (one authority),
+and a bad value comes back as a 400 naming the field. Fields left out (None) take the value of the
+sampling profile the `model` names. Unknown fields are ignored, as OpenAI and vLLM do; fields that
+would change the answer in ways Pagoda does not implement (tools, n > 1, ...) are refused.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ninja import Schema
+from pydantic import Field
+
+
+# --- requests ---
+class StreamOptions(Schema):
+    include_usage: bool = Field(False, description="Send a last chunk with `usage` (and empty `choices`).")
+
+
+class ChatMessage(Schema):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[dict[str, Any]] | None = Field(
+        None, description='Text, or a list of parts of which only {"type": "text", "text": ...} is supported.')
+    name: str | None = None
+
+
+class SamplingFields(Schema):
+    """Fields shared by both completion endpoints; each overrides the profile's value when given."""
+
+    model: str = Field(description="A sampling profile of your tenant (see GET /v1/models), or the model id "
+                                   "for your tenant's default profile.")
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(None, description=">= 1; prompt plus max_tokens must fit in max_model_len.")
+    temperature: float | None = Field(None, description=">= 0; 0 is greedy.")
+    top_p: float | None = Field(None, description="In (0, 1].")
+    stop: str | list[str] | None = Field(None, description="Stop strings; they are not included in the text.")
+    seed: int | None = None
+    presence_penalty: float | None = Field(None, description="In [-2, 2].")
+    frequency_penalty: float | None = Field(None, description="In [-2, 2].")
+    n: int | None = Field(None, description="Only 1 is supported.")
+    user: str | None = None
+    # vLLM's extra sampling fields (the openai client sends them through `extra_body`)
+    top_k: int | None = Field(None, description="vLLM extra: 0 or -1 disables.")
+    min_p: float | None = Field(None, description="vLLM extra: in [0, 1].")
+    repetition_penalty: float | None = Field(None, description="vLLM extra: > 0; 1 is off.")
+    min_tokens: int | None = Field(None, description="vLLM extra: >= 0, <= max_tokens.")
+    ignore_eos: bool | None = Field(None, description="vLLM extra: keep generating past end-of-sequence.")
+    # OpenAI fields Pagoda does not implement: refused unless left at their neutral value
+    logit_bias: dict[str, float] | None = None
+
+
+class ChatCompletionRequest(SamplingFields):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(None, description="The newer name of max_tokens (wins if both).")
+    logprobs: bool | None = Field(None, description="Return the log-probability of each output token.")
+    top_logprobs: int | None = Field(None, description="In [0, 20]: alternatives per token (needs logprobs).")
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    functions: list[Any] | None = None
+    response_format: dict[str, Any] | None = None
+
+
+class CompletionRequest(SamplingFields):
+    prompt: str | list[str] | list[int] = Field(description="Text, a list of one text, or token ids.")
+    logprobs: int | None = Field(None, description="In [0, 20]: log-probabilities of the k likeliest tokens.")
+    echo: bool | None = None
+    best_of: int | None = None
+    suffix: str | None = None
+
+
+# --- responses (documentation; the views build these shapes in api.openai_format) ---
+class PromptTokensDetails(Schema):
+    cached_tokens: int = Field(description="Prompt tokens served from the prefix cache (the tenant's pinned "
+                                           "system prompt, or an earlier identical prefix).")
+
+
+class Usage(Schema):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+
+
+class TopLogprob(Schema):
+    token: str
+    logprob: float
+    bytes: list[int] | None
+
+
+class TokenLogprob(TopLogprob):
+    top_logprobs: list[TopLogprob]
+
+
+class ChoiceLogprobs(Schema):
+    content: list[TokenLogprob] | None
+
+
+class AssistantMessage(Schema):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatChoice(Schema):
+    index: int
+    message: AssistantMessage
+    logprobs: ChoiceLogprobs | None
+    finish_reason: Literal["stop", "length", "abort"] | None
+
+
+class ChatCompletion(Schema):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class ChunkDelta(Schema):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChunkChoice(Schema):
+    index: int
+    delta: ChunkDelta
+    logprobs: ChoiceLogprobs | None = None
+    finish_reason: Literal["stop", "length", "abort"] | None
+
+
+class ChatCompletionChunk(Schema):
+    """One Server-Sent Event `data: {...}` of a streamed chat completion; the stream ends with `data: [DONE]`."""
+
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: Usage | None = None
+
+
+class CompletionLogprobs(Schema):
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]]
+    text_offset: list[int]
+
+
+class CompletionChoice(Schema):
+    index: int
+    text: str
+    logprobs: CompletionLogprobs | None
+    finish_reason: Literal["stop", "length", "abort"] | None
+
+
+class Completion(Schema):
+    """A completion, or (streamed) one chunk of it with the same shape; the stream ends with `data: [DONE]`."""
+
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None
+
+
+class Model(Schema):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+    max_model_len: int | None = Field(description="Context length in tokens (prompt plus completion); null "
+                                                  "while the engine is loading.")
+
+
+class ModelList(Schema):
+    object: Literal["list"]
+    data: list[Model]
+
+
+class ErrorDetail(Schema):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(Schema):
+    error: ErrorDetail

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class ChatConfig(AppConfig):
+    """The employees' chat: page, conversation history and the streaming WebSocket."""
+
+    name = "chat"
+    verbose_name = "Chat"

@@ -1,0 +1,175 @@
+"""ChatConsumer: one WebSocket per open conversation at /ws/chat/<conversation_id>/ (frames: chat.protocol).
+
+The socket arrives authenticated by its session cookie and origin-checked (pagoda.asgi wraps every
+route in AllowedHostsOriginValidator + AuthMiddlewareStack). A turn runs as a task beside the receive
+loop, so a stop frame, or the socket closing, is handled while the reply streams: either aborts the
+engine request at once (its KV blocks are freed before the engine's next step and its stream ends with
+finish_reason "abort"), and the partial reply is saved as stopped. Every database step goes through
+database_sync_to_async and tokenizing through a thread: the event loop only moves frames.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+import engine_runtime
+from chat import prompting, protocol, selectors, services
+from chat.errors import CLOSE_UNAUTHENTICATED, EXPECTED_ERRORS, ChatAccessError, ChatError, to_chat_error
+from chat.replies import ReplyStream
+from observability import track_request
+from tenants.models import Message
+
+logger = logging.getLogger(__name__)
+
+# daphne kills an application that takes over 10 s to close. A closing socket aborts its request at
+# once, then waits at most this long for the turn to save the partial reply before cancelling it.
+DISCONNECT_GRACE_S = 5.0
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    """Streams the replies of one conversation of the logged-in user."""
+
+    async def connect(self) -> None:
+        self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
+        self.user = self.scope.get("user")
+        self.conversation = None
+        self.turn_task: asyncio.Task | None = None
+        self.engine = None  # with request_id: the request a stop or a close aborts
+        self.request_id: str | None = None
+        self.stop_requested = False
+        self.closed = False
+        # Accept, then close with our code: a socket refused during the handshake reaches the browser
+        # as a bare 1006, and the page could not tell "log in again" from "no such conversation".
+        await self.accept()
+        if self.user is None or not self.user.is_authenticated:
+            await self._close(CLOSE_UNAUTHENTICATED)
+            return
+        try:
+            self.conversation = await database_sync_to_async(selectors.conversation_for_socket)(
+                self.user, self.conversation_id)
+        except ChatAccessError as exc:
+            await self._close(exc.close_code)
+
+    async def disconnect(self, code: int) -> None:
+        self.closed = True
+        self._abort()
+        task = self.turn_task
+        if task is None or task.done():
+            return
+        done, _ = await asyncio.wait({task}, timeout=DISCONNECT_GRACE_S)
+        if not done:  # stuck before the engine (a slow database): give up, the finally still saves
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.conversation is None or self.closed:
+            return
+        try:
+            frame = protocol.parse_client_frame(text_data, settings.PAGODA_CHAT_MAX_MESSAGE_CHARS)
+        except ChatError as exc:
+            await self._send(protocol.error_frame(exc))
+            return
+        if frame.type == protocol.STOP:
+            self._abort()  # nothing running: a no-op (the reply may have just finished)
+            return
+        if self.turn_task is not None and not self.turn_task.done():
+            await self._send(protocol.error_frame(ChatError("busy", "A reply is still being written; stop it first.")))
+            return
+        self.stop_requested = False
+        self.turn_task = asyncio.create_task(self._turn(frame))
+
+    # -- helpers -------------------------------------------------------------------------------------
+    async def _send(self, text: str) -> None:
+        if not self.closed:
+            await self.send(text_data=text)
+
+    async def _close(self, code: int) -> None:
+        self.closed = True
+        await self.close(code=code)
+
+    def _abort(self) -> None:
+        """Stop the running reply now (thread-safe, returns at once); remembered if it has not started."""
+        self.stop_requested = True
+        if self.engine is not None and self.request_id is not None:
+            self.engine.abort(self.request_id)
+
+    # -- one turn --------------------------------------------------------------------------------------
+    async def _turn(self, frame: protocol.ClientFrame) -> None:
+        try:
+            plan = await database_sync_to_async(services.plan_turn)(
+                self.user, self.conversation_id, content=frame.content, profile_name=frame.profile)
+            engine = await engine_runtime.aget_engine(timeout=settings.PAGODA_CHAT_ENGINE_WAIT_SECONDS)
+            params = plan.profile.to_sampling_params(n=1, logprobs=None)  # the page shows one reply
+            prompt_ids = await asyncio.to_thread(self._prompt_ids, engine, plan, params.max_tokens)
+        except ChatAccessError as exc:  # deleted, or the user left the tenant, since the socket opened
+            await self._close(exc.close_code)
+            return
+        except EXPECTED_ERRORS as exc:  # refused before anything was saved
+            await self._send(protocol.error_frame(to_chat_error(exc)))
+            return
+        except Exception as exc:
+            logger.exception("chat turn of conversation %s failed before it started", self.conversation_id)
+            await self._send(protocol.error_frame(to_chat_error(exc)))
+            return
+        if self.closed:
+            return
+        request_id = f"chat-{self.conversation_id}-{uuid.uuid4().hex[:16]}"
+        turn = await database_sync_to_async(services.begin_turn)(plan, request_id)
+        await self._send(protocol.start_frame(
+            message_id=turn.reply.pk, user_message_id=turn.user_message.pk if turn.user_message else None,
+            title=turn.title, profile=plan.profile.name))
+        await self._stream(engine, plan, turn, prompt_ids, params, request_id)
+
+    @staticmethod
+    def _prompt_ids(engine, plan: services.TurnPlan, max_tokens: int | None) -> list[int]:
+        system = plan.system_prompt.text if plan.system_prompt else None
+        num_reserved = min(max_tokens or engine.max_model_len, engine.max_model_len // 4)
+        prompt_ids, _ = prompting.build_prompt_ids(engine.encode_chat, system, plan.turns,
+                                                   max_model_len=engine.max_model_len, num_reserved=num_reserved)
+        return prompt_ids
+
+    async def _stream(self, engine, plan: services.TurnPlan, turn: services.Turn, prompt_ids: list[int], params,
+                      request_id: str) -> None:
+        """Forward the reply's deltas, then save it (whatever ends it) and send done or error."""
+        stream = ReplyStream()
+        failure: ChatError | None = None
+        try:
+            if not self.stop_requested:  # a stop that came while the turn was being saved
+                self.engine, self.request_id = engine, request_id
+                await self._forward(engine, plan, prompt_ids, params, request_id, stream)
+        except EXPECTED_ERRORS as exc:  # the engine refused it (queue full) or died mid-reply
+            failure = to_chat_error(exc)
+        except Exception as exc:
+            logger.exception("chat request %s failed", request_id)
+            failure = to_chat_error(exc)
+        finally:
+            self.engine = self.request_id = None
+            # Shielded: a turn cancelled by a closing socket still stores what it has.
+            await asyncio.shield(database_sync_to_async(services.finish_turn)(
+                turn.reply, stream, status=Message.Status.ERROR if failure else None,
+                error=failure.message if failure else ""))
+        if failure is not None:
+            await self._send(protocol.error_frame(failure, message_id=turn.reply.pk))
+        else:
+            await self._send(protocol.done_frame(message_id=turn.reply.pk, status=stream.status,
+                                                 finish_reason=stream.finish_reason or "abort", usage=stream.usage()))
+
+    async def _forward(self, engine, plan: services.TurnPlan, prompt_ids: list[int], params, request_id: str,
+                       stream: ReplyStream) -> None:
+        tenant = plan.conversation.tenant.engine_key
+        aborted = False
+        with track_request(request_id, tenant=tenant, profile=plan.profile.name, source="chat", prompt=plan.turns,
+                           extra={"conversation_id": self.conversation_id}) as recorder:
+            async for delta in engine.generate(request_id, prompt_ids, params, tenant=tenant):
+                recorder.on_delta(delta)
+                stream.take(delta)
+                if delta.text:
+                    await self._send(protocol.delta_frame(delta.text))
+                if self.stop_requested and not delta.finished and not aborted:
+                    aborted = True  # the stop came before the engine had the request: abort it now
+                    engine.abort(request_id)

@@ -1,0 +1,50 @@
+"""What can go wrong in a chat turn, as the `code` of an error frame; engine errors are mapped here, once."""
+from __future__ import annotations
+
+from engine_runtime import EngineUnavailable
+from inference.errors import EngineDeadError, EngineError, InvalidRequestError, PromptTooLongError, QueueFullError
+
+# WebSocket close codes (4000-4999 is the application's range; these mirror HTTP's meaning).
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+
+
+class ChatError(Exception):
+    """A turn that cannot go on: `code` for programs, `message` for people (sent in an error frame)."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class ChatAccessError(Exception):
+    """The socket may not serve this conversation; `close_code` is one of the CLOSE_* codes."""
+
+    def __init__(self, close_code: int):
+        super().__init__(f"close {close_code}")
+        self.close_code = close_code
+
+
+# What the consumer catches around a turn; anything else is a bug (logged, answered "internal_error").
+EXPECTED_ERRORS = (ChatError, EngineError, EngineUnavailable)
+
+
+def to_chat_error(exc: BaseException) -> ChatError:
+    """The error frame's code and message for an exception raised while planning or streaming a turn."""
+    if isinstance(exc, ChatError):
+        return exc
+    if isinstance(exc, PromptTooLongError):
+        return ChatError("context_length_exceeded", f"The message does not fit the model's context: {exc}")
+    if isinstance(exc, InvalidRequestError):
+        return ChatError("invalid_request", f"The engine refused the request: {exc}")
+    if isinstance(exc, QueueFullError):
+        return ChatError("engine_overloaded", f"The engine is busy; try again in a moment ({exc}).")
+    if isinstance(exc, EngineUnavailable):
+        return ChatError("engine_unavailable", f"The engine is not available: {exc.reason}")
+    if isinstance(exc, EngineDeadError):
+        return ChatError("engine_unavailable", f"The engine stopped: {exc}")
+    if isinstance(exc, EngineError):
+        return ChatError("engine_error", f"The engine failed: {exc}")
+    return ChatError("internal_error", "Something went wrong on the server; the error was logged.")

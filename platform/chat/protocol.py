@@ -1,0 +1,107 @@
+"""The chat WebSocket protocol: JSON text frames with a "type", parsed and built only here.
+
+client -> server
+    {"type": "user_message", "content": "...", "profile": "chat"}   profile optional: the conversation's
+                                                                     last one, else the tenant's default
+    {"type": "stop"}                                                 abort the reply being generated
+    {"type": "regenerate", "profile": "coding"}                      a new reply to the last user message
+server -> client
+    {"type": "start", "message_id": 12, "user_message_id": 11, "title": "...", "profile": "chat"}
+                                             the turn is saved and the reply begins (user_message_id
+                                             null when regenerating)
+    {"type": "delta", "text": "..."}         one frame per engine delta that carries text (whole
+                                             characters only: Korean is never split)
+    {"type": "done", "message_id": 12, "status": "complete" | "stopped", "finish_reason": "stop" |
+     "length" | "abort", "usage": {"prompt_tokens", "completion_tokens", "cached_tokens"}}
+    {"type": "error", "code": "...", "message": "...", "message_id": 12 | null}
+                                             message_id: the reply saved with status error, if any
+Close codes (errors.CLOSE_*): 4401 not logged in, 4403 not your conversation, 4404 no such conversation.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from chat.errors import ChatError
+
+USER_MESSAGE, STOP, REGENERATE = "user_message", "stop", "regenerate"
+CLIENT_TYPES = (USER_MESSAGE, STOP, REGENERATE)
+_MAX_PROFILE_CHARS = 64
+# Slack for the JSON around the content and for escapes (a \uXXXX escape is six characters for one).
+_FRAME_OVERHEAD_CHARS = 1024
+_ESCAPE_FACTOR = 6
+
+
+@dataclass(frozen=True)
+class ClientFrame:
+    """One parsed client frame. `content` is set for user_message only; `profile` is a profile name or None."""
+
+    type: str
+    content: str | None = None
+    profile: str | None = None
+
+
+def parse_client_frame(text: str | None, max_message_chars: int) -> ClientFrame:
+    """Validate a raw client frame. Raises ChatError (invalid_json, invalid_frame, unknown_type,
+    empty_message, message_too_long) for anything that is not a well-formed frame."""
+    if text is None:
+        raise ChatError("invalid_frame", "Frames must be JSON text, not binary.")
+    if len(text) > max_message_chars * _ESCAPE_FACTOR + _FRAME_OVERHEAD_CHARS:
+        raise ChatError("message_too_long", f"Messages are limited to {max_message_chars:,} characters.")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ChatError("invalid_json", "The frame is not valid JSON.") from None
+    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+        raise ChatError("invalid_frame", 'A frame is a JSON object with a "type".')
+    kind = data["type"]
+    if kind not in CLIENT_TYPES:
+        raise ChatError("unknown_type", f"Unknown frame type {kind[:40]!r}; expected one of {', '.join(CLIENT_TYPES)}.")
+    if kind == STOP:
+        return ClientFrame(STOP)
+    profile = _profile_name(data.get("profile"))
+    if kind == REGENERATE:
+        return ClientFrame(REGENERATE, profile=profile)
+    return ClientFrame(USER_MESSAGE, content=_content(data.get("content"), max_message_chars), profile=profile)
+
+
+def _content(value: object, max_chars: int) -> str:
+    if not isinstance(value, str):
+        raise ChatError("invalid_frame", 'A user_message needs a "content" string.')
+    value = value.replace("\x00", "")  # PostgreSQL text cannot hold NUL, and nobody types one
+    if not value.strip():
+        raise ChatError("empty_message", "The message is empty.")
+    if len(value) > max_chars:
+        raise ChatError("message_too_long", f"Messages are limited to {max_chars:,} characters (this one has {len(value):,}).")
+    return value
+
+
+def _profile_name(value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > _MAX_PROFILE_CHARS:
+        raise ChatError("invalid_frame", '"profile" must be the name of one of your sampling profiles.')
+    return value
+
+
+# --- server frames ------------------------------------------------------------------------------------
+def _dump(frame: dict) -> str:
+    return json.dumps(frame, ensure_ascii=False)
+
+
+def start_frame(*, message_id: int, user_message_id: int | None, title: str, profile: str) -> str:
+    return _dump({"type": "start", "message_id": message_id, "user_message_id": user_message_id,
+                  "title": title, "profile": profile})
+
+
+def delta_frame(text: str) -> str:
+    return _dump({"type": "delta", "text": text})
+
+
+def done_frame(*, message_id: int, status: str, finish_reason: str | None, usage: dict) -> str:
+    return _dump({"type": "done", "message_id": message_id, "status": status, "finish_reason": finish_reason,
+                  "usage": usage})
+
+
+def error_frame(error: ChatError, message_id: int | None = None) -> str:
+    return _dump({"type": "error", "code": error.code, "message": error.message, "message_id": message_id})

@@ -1,0 +1,75 @@
+"""Reads of the chat flow: the visible thread of a conversation, the sidebar, and who may open what.
+
+Regenerating a reply keeps the earlier one (its tokens stay in the tenant's usage) and adds a newer
+assistant row after the same user message: the thread shows, and the prompt uses, only the newest
+reply to each user message.
+"""
+from __future__ import annotations
+
+from django.db.models import Count, QuerySet
+
+from chat.errors import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, ChatAccessError
+from tenants import selectors as tenant_selectors
+from tenants.models import Conversation, Message
+
+# Replies that say nothing to the model: failed ones, and rows still waiting for their text.
+_SKIPPED_IN_PROMPT = {Message.Status.ERROR, Message.Status.PENDING}
+
+
+def conversation_for_socket(user, conversation_id: int) -> Conversation:
+    """The user's conversation (tenant preloaded); ChatAccessError(4403) when it is someone else's or
+    the user left its tenant, ChatAccessError(4404) when there is no such conversation."""
+    conversation = tenant_selectors.conversation_for_user(user, conversation_id)
+    if conversation is not None:
+        return conversation
+    if Conversation.objects.filter(pk=conversation_id).exists():
+        raise ChatAccessError(CLOSE_FORBIDDEN)
+    raise ChatAccessError(CLOSE_NOT_FOUND)
+
+
+def visible_thread(messages: list[Message]) -> list[Message]:
+    """The messages shown in order: every user message, and only the newest reply after each one."""
+    thread: list[Message] = []
+    for message in messages:
+        if message.role == Message.Role.SYSTEM:
+            continue
+        if message.role == Message.Role.ASSISTANT and thread and thread[-1].role == Message.Role.ASSISTANT:
+            thread[-1] = message  # a regenerated reply replaces the one before it
+        else:
+            thread.append(message)
+    return thread
+
+
+def thread(conversation: Conversation) -> list[Message]:
+    return visible_thread(list(tenant_selectors.messages(conversation)))
+
+
+def prompt_turns(thread_messages: list[Message]) -> list[dict]:
+    """The thread as chat-template turns ({"role", "content"}), without failed or empty replies."""
+    return [
+        {"role": m.role, "content": m.content}
+        for m in thread_messages
+        if m.role == Message.Role.USER or (m.status not in _SKIPPED_IN_PROMPT and m.content)
+    ]
+
+
+def sidebar(user, tenants: QuerySet) -> list[Conversation]:
+    """The user's conversations in `tenants` with at least one message, newest first (tenant preloaded)."""
+    return list(
+        Conversation.objects.filter(user=user, tenant__in=tenants)
+        .annotate(num_messages=Count("messages"))
+        .filter(num_messages__gt=0)
+        .select_related("tenant")
+        .order_by("-updated_at", "-id")[:200]
+    )
+
+
+def empty_conversation(user, tenant) -> Conversation | None:
+    """An untouched conversation of the user in the tenant (reused by "New chat" instead of piling up)."""
+    return (
+        Conversation.objects.filter(user=user, tenant=tenant)
+        .annotate(num_messages=Count("messages"))
+        .filter(num_messages=0)
+        .order_by("-updated_at")
+        .first()
+    )

@@ -1,0 +1,127 @@
+"""The chat flow's database steps, in the order a turn takes them. Synchronous: the consumer calls each
+through database_sync_to_async.
+
+    plan = plan_turn(user, conversation_id, content=..., profile_name=...)   # reads only; may raise ChatError
+    turn = begin_turn(plan, request_id)   # saves the user message and a pending reply, in one transaction
+    finish_turn(turn.reply, stream, status=..., error=...)   # the reply's text, status and usage
+
+Nothing is written before begin_turn, so a turn refused for bad input, a missing engine or a prompt
+too long for the context leaves no trace.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from chat import selectors
+from chat.errors import ChatError
+from chat.replies import ReplyStream
+from tenants import selectors as tenant_selectors
+from tenants import services as tenant_services
+from tenants.models import Conversation, Message, SamplingProfile, SystemPrompt
+
+
+@dataclass
+class TurnPlan:
+    """Everything a turn needs, read before anything is saved."""
+
+    conversation: Conversation
+    profile: SamplingProfile
+    system_prompt: SystemPrompt | None
+    turns: list[dict]  # the prompt's turns (history, then the user message to answer)
+    content: str | None  # the new user message; None when regenerating
+
+
+@dataclass
+class Turn:
+    user_message: Message | None
+    reply: Message
+    title: str
+
+
+def resolve_profile(conversation: Conversation, name: str | None) -> SamplingProfile:
+    """The tenant's profile called `name`; with no name, the conversation's last one, else the default."""
+    tenant = conversation.tenant
+    if name:
+        profile = tenant_selectors.profile_by_name(tenant, name)
+        if profile is None:
+            raise ChatError("unknown_profile", f"Your organisation has no sampling profile called {name!r}.")
+        return profile
+    if conversation.profile is not None and conversation.profile.tenant_id == tenant.pk:
+        return conversation.profile
+    profile = tenant_selectors.default_profile(tenant) or tenant_selectors.profiles(tenant).first()
+    if profile is None:
+        raise ChatError("no_profile", "Your organisation has no sampling profile yet; ask an administrator.")
+    return profile
+
+
+def plan_turn(user, conversation_id: int, *, content: str | None, profile_name: str | None) -> TurnPlan:
+    """Read what a turn needs. content=None regenerates the reply to the last user message.
+
+    Raises ChatAccessError when the conversation is no longer the user's, ChatError for an unknown
+    profile or nothing to regenerate.
+    """
+    conversation = selectors.conversation_for_socket(user, conversation_id)
+    profile = resolve_profile(conversation, profile_name)
+    system_prompt = tenant_selectors.active_system_prompt(conversation.tenant)
+    turns = selectors.prompt_turns(selectors.thread(conversation))
+    if content is None:
+        while turns and turns[-1]["role"] != "user":
+            turns.pop()  # the reply being replaced
+        if not turns:
+            raise ChatError("nothing_to_regenerate", "There is no message to answer again yet.")
+    else:
+        turns.append({"role": "user", "content": content})
+    return TurnPlan(conversation, profile, system_prompt, turns, content)
+
+
+@transaction.atomic
+def begin_turn(plan: TurnPlan, request_id: str) -> Turn:
+    """Save the user message (titling a new conversation) and the pending reply, before generation."""
+    conversation = plan.conversation
+    user_message = None
+    if plan.content is not None:
+        user_message = tenant_services.add_user_message(conversation, plan.content)
+    if conversation.profile_id != plan.profile.pk:  # the next turn starts with the profile picked last
+        Conversation.objects.filter(pk=conversation.pk).update(profile=plan.profile)
+        conversation.profile = plan.profile
+    reply = tenant_services.create_pending_reply(conversation, profile=plan.profile, system_prompt=plan.system_prompt)
+    reply.request_id = request_id
+    reply.save(update_fields=["request_id"])
+    return Turn(user_message, reply, conversation.title)
+
+
+def finish_turn(reply: Message, stream: ReplyStream, *, status: str | None = None, error: str = "") -> Message | None:
+    """Store what the reply became; status defaults to the stream's (complete / stopped).
+
+    Returns None when the conversation was deleted meanwhile (there is nothing left to save into).
+    """
+    if not Message.objects.filter(pk=reply.pk).exists():
+        return None
+    status = status or stream.status
+    return tenant_services.finish_reply(
+        reply,
+        content=stream.text.replace("\x00", ""),
+        status=status,
+        finish_reason=stream.finish_reason or ("abort" if status == Message.Status.STOPPED else ""),
+        num_prompt_tokens=stream.num_prompt_tokens,
+        num_cached_tokens=stream.num_cached_tokens,
+        num_output_tokens=stream.num_output_tokens,
+        error=error,
+        **stream.timings_ms(),
+    )
+
+
+def new_conversation(user, tenant) -> Conversation:
+    """The conversation "New chat" opens: an untouched one of the user in the tenant, else a new one."""
+    return selectors.empty_conversation(user, tenant) or tenant_services.create_conversation(tenant, user)
+
+
+def delete_conversation(user, conversation_id: int) -> bool:
+    """Delete the user's conversation; False when it is not theirs or does not exist."""
+    conversation = tenant_selectors.conversation_for_user(user, conversation_id)
+    if conversation is None:
+        return False
+    tenant_services.delete_conversation(conversation, user)
+    return True

@@ -1,0 +1,12 @@
+"""Mounted at the site root (pagoda.urls): the chat page under /chat/. The socket is in chat.routing."""
+from django.urls import path
+
+from chat import views
+
+app_name = "chat"
+urlpatterns = [
+    path("chat/", views.index, name="index"),
+    path("chat/new/", views.new, name="new"),
+    path("chat/<int:conversation_id>/", views.conversation, name="conversation"),
+    path("chat/<int:conversation_id>/delete/", views.delete, name="delete"),
+]
