@@ -155,16 +155,18 @@ class LLMEngine:
                               [s.request_id for s in out.admitted], [s.request_id for s in out.preempted])
             self.trace.append(trace)
         now = time.monotonic()
+        block_size = self.block_manager.block_size
         for s, result in zip(out.scheduled, results):
             seq = s.seq
             seq.num_computed_tokens += s.num_new_tokens
-            self.block_manager.commit(seq)
+            if seq.num_computed_tokens // block_size > seq.num_committed_blocks:
+                self.block_manager.commit(seq)
             if seq.pin_key is not None:
                 if s.sample:
                     self._complete_pin(seq)
                 continue
-            self.num_prompt_tokens_total += max(0, min(seq.num_prompt_tokens, seq.num_computed_tokens)
-                                                - s.start)
+            if s.start < seq.num_prompt_tokens:
+                self.num_prompt_tokens_total += min(seq.num_prompt_tokens, seq.num_computed_tokens) - s.start
             if result is None:
                 continue
             delta = self._append(self.requests[seq.request_id], result, now)

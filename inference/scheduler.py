@@ -112,7 +112,9 @@ class Scheduler:
             n = min(seq.num_tokens - seq.num_computed_tokens, budget)
             if n <= 0:
                 continue
-            if not self._make_room(seq, n, out):
+            # Most decode steps fit in the sequence's last block: no allocation, no quota check.
+            if (seq.num_computed_tokens + n > len(seq.block_table) * self.block_manager.block_size
+                    and not self._make_room(seq, n, out)):
                 continue
             out.scheduled.append(ScheduledSeq(seq, seq.num_computed_tokens, n,
                                               seq.num_computed_tokens + n == seq.num_tokens))

@@ -24,7 +24,7 @@ from ..config import EngineConfig
 from ..engine import LLMEngine
 from ..models import ModelArgs
 from .hf_peer import hf_generate, hf_generate_batch
-from .prefix import format_prefix, run_prefix_bench
+from .prefix import format_prefix, profile_pinned_step, run_prefix_bench
 from .workload import Run, random_prompts, run_engine
 
 LLAMA3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
@@ -142,8 +142,11 @@ def main(args) -> int:
         results.setdefault("runs", []).append({**run.__dict__, "tok_s": run.tok_s, "floor_tok_s": floor})
         print(line, flush=True)
 
-    for label, shape, batches in (("llama3-8b", LLAMA3_8B, [1, 16] if quick else [1, 64, 256]),
-                                  ("smollm2-135m", SMOLLM2_135M, [1, 64] if quick else [1, 64, 256])):
+    suites = [("llama3-8b", LLAMA3_8B, [1, 16] if quick else [1, 64, 256]),
+              ("smollm2-135m", SMOLLM2_135M, [1, 64] if quick else [1, 64, 256])]
+    for label, shape, batches in suites:
+        if args.only and label != args.only:
+            continue
         print(f"== {label}", flush=True)
         try:
             hf, engine = build_models(shape, num_kv_blocks=24576 if label == "llama3-8b" else 16384,
@@ -159,10 +162,12 @@ def main(args) -> int:
             for b in batches:
                 prompts = random_prompts(b, [512] * b, vocab, seed=b)
                 ours = run_engine(engine, f"{label} pagoda B={b} 512/128", prompts, [128] * b, sync=sync)
-                peer = hf_generate(hf, f"{label} hf generate B={b}", prompts, 128, 0, sync=sync)
+                peer = None if args.no_hf else hf_generate(hf, f"{label} hf generate B={b}", prompts, 128, 0,
+                                                           sync=sync)
                 record(ours, floor_tok_s(b, 512 + 64, wbytes, kvt, bw), peer)
-                record(peer, floor_tok_s(b, 512 + 64, wbytes, kvt, bw))
-            if label == "llama3-8b":
+                if peer is not None:
+                    record(peer, floor_tok_s(b, 512 + 64, wbytes, kvt, bw))
+            if label == "llama3-8b" and not args.skip_mixed:
                 n = 32 if quick else 256
                 rng = random.Random(0)
                 ins = [rng.randint(100, 1024) for _ in range(n)]
@@ -175,11 +180,15 @@ def main(args) -> int:
                 results["prefix"] = prefix
                 rows.append(f"{label} prefix: {format_prefix(prefix)}")
                 print(rows[-1], flush=True)
+                if args.profile:
+                    print(profile_pinned_step(engine, 2000, 50, sync), flush=True)
                 prompts = random_prompts(n, [512] * n, vocab, seed=11)
                 ours = run_engine(engine, f"{label} pagoda {n} req 512/128", prompts, [128] * n, sync=sync)
-                peer = hf_generate_batch(hf, f"{label} hf generate_batch {n} req 512/128", prompts, 128, sync=sync)
+                peer = None if args.no_hf else hf_generate_batch(
+                    hf, f"{label} hf generate_batch {n} req 512/128", prompts, 128, sync=sync)
                 record(ours, None, peer)
-                record(peer)
+                if peer is not None:
+                    record(peer)
         except Exception:  # noqa: BLE001 - one failing model must not hide the other's figures
             traceback.print_exc()
         finally:

@@ -60,3 +60,22 @@ def format_prefix(r: dict) -> str:
             f"{r['repeats']}: cold TTFT {r['cold_ttft_ms']:.1f} ms, pinned TTFT {r['pinned_ttft_ms']:.1f} ms "
             f"-> {r['speedup']:.1f}x faster (pinned {r['pinned_tokens']} tokens; cached tokens per pinned "
             f"request {r['pinned_cached_tokens']}, per cold request {r['cold_cached_tokens']})")
+
+
+def profile_pinned_step(engine: LLMEngine, system_len: int, question_len: int, sync) -> str:
+    """Where a pinned request's TTFT goes: torch.profiler over one such request (GPU runs only)."""
+    import torch
+
+    rng = random.Random(1)
+    vocab = engine.model_args.vocab_size
+    system = [rng.randrange(100, vocab - 100) for _ in range(system_len)]
+    pin_and_wait(engine, "profile-system", system, "profile")
+    question = [rng.randrange(100, vocab - 100) for _ in range(question_len)]
+    ttft(engine, "profile-warm", system + question, "profile", sync)
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        seconds, _ = ttft(engine, "profile-run", system + question[::-1], "profile", sync)
+    engine.unpin("profile-system")
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14)
+    cuda = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=8)
+    return f"pinned TTFT under the profiler {seconds * 1e3:.1f} ms\n{table}\n{cuda}"

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from chat import selectors, services, ui_text
@@ -27,10 +28,12 @@ def _page(request, tenants, conversations, conversation: Conversation | None):
         "profiles": profiles,
         "selected_profile": selected,
         "show_tenant": len(tenants) > 1,
+        "can_administer": request.user.is_superuser or tenant_selectors.is_any_tenant_admin(request.user),
         "chat_config": {
             "conversationId": conversation.pk if conversation is not None else None,
             "wsPath": f"/ws/chat/{conversation.pk}/" if conversation is not None else None,
             "maxChars": settings.PAGODA_CHAT_MAX_MESSAGE_CHARS,
+            "loginUrl": f"{reverse('login')}?next={request.path}",
             "strings": ui_text.page_strings(settings.PAGODA_CHAT_MAX_MESSAGE_CHARS),
         },
     }

@@ -146,6 +146,11 @@ def make_key():
 
 
 @pytest.fixture
+def make_user(django_user_model):
+    return lambda username: django_user_model.objects.create_user(username=username, password="pw")
+
+
+@pytest.fixture
 def key(tenant, make_key):
     return make_key(tenant)[1]
 
@@ -159,9 +164,10 @@ class Api:
     def _headers(self, key: str | None) -> dict:
         return {"Authorization": f"Bearer {key}"} if key else {}
 
-    def post(self, path: str, body: dict, key: str | None):
+    def post(self, path: str, body: dict | str, key: str | None, headers: dict | None = None):
+        """POST a JSON body (a str is sent as it is); `headers` replace the Authorization header."""
         return async_to_sync(self.client.post)(f"/v1/{path}", data=body, content_type="application/json",
-                                               headers=self._headers(key))
+                                               headers=self._headers(key) if headers is None else headers)
 
     def get(self, path: str, key: str | None):
         return async_to_sync(self.client.get)(f"/v1/{path}", headers=self._headers(key))

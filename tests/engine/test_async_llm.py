@@ -1,0 +1,91 @@
+"""AsyncLLM: streaming from an event loop, abort, pins, a dead loop reported."""
+import asyncio
+
+import pytest
+
+from inference import AsyncLLM, EngineConfig, SamplingParams
+from inference.errors import EngineDeadError, InvalidRequestError, PinCapacityError
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_llama_path):
+    eng = AsyncLLM(EngineConfig(model=str(tiny_llama_path), device="cpu", num_kv_blocks=64))
+    yield eng
+    eng.shutdown()
+
+
+async def collect(engine, rid, prompt, params, tenant=None):
+    return [d async for d in engine.generate(rid, prompt, params, tenant)]
+
+
+async def test_concurrent_streams_each_get_their_own_tokens(engine):
+    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    prompts = [list(range(100 + 10 * i, 110 + 10 * i)) for i in range(4)]
+    streams = await asyncio.gather(*(collect(engine, f"s{i}", p, params) for i, p in enumerate(prompts)))
+    for deltas in streams:
+        assert sum(len(d.token_ids) for d in deltas) == 8
+        assert deltas[-1].finished and deltas[-1].finish_reason == "length"
+        assert not any(d.finished for d in deltas[:-1])
+    assert len({tuple(t for d in deltas for t in d.token_ids) for deltas in streams}) > 1
+    assert engine.stats()["num_blocks_used"] == 0
+
+
+async def test_leaving_a_stream_early_aborts_and_frees_blocks(engine):
+    params = SamplingParams(temperature=0, max_tokens=200, ignore_eos=True)
+    got = 0
+    async for d in engine.generate("early", list(range(50, 90)), params):
+        got += 1
+        if got == 3:
+            break
+    for _ in range(100):
+        if engine.stats()["num_running"] == 0:
+            break
+        await asyncio.sleep(0.02)
+    stats = engine.stats()
+    assert stats["num_running"] == 0 and stats["num_blocks_used"] == 0
+
+
+async def test_abort_from_outside_ends_the_stream_with_abort(engine):
+    params = SamplingParams(temperature=0, max_tokens=400, ignore_eos=True)
+    deltas = []
+
+    async def consume():
+        async for d in engine.generate("outside", list(range(60, 100)), params):
+            deltas.append(d)
+
+    task = asyncio.create_task(consume())
+    while not deltas:
+        await asyncio.sleep(0.01)
+    engine.abort("outside")
+    await asyncio.wait_for(task, 10)
+    assert deltas[-1].finish_reason == "abort"
+    assert engine.stats()["num_blocks_used"] == 0
+
+
+async def test_bad_request_raises_before_streaming(engine):
+    with pytest.raises(InvalidRequestError):
+        await collect(engine, "bad", [], SamplingParams())
+
+
+def test_pin_then_requests_hit_and_unpin(engine):
+    system = list(range(3000, 3048))  # 3 blocks of 16
+    info = engine.pin_prefix("tenant:acme", system, tenant="acme")
+    assert (info.num_tokens, info.num_blocks) == (48, 3)
+    assert engine.stats()["num_blocks_pinned"] == 3
+    deltas = asyncio.run(collect(engine, "hit", system + [7, 8], SamplingParams(max_tokens=2), "acme"))
+    assert deltas[-1].num_cached_tokens == 48
+    other = asyncio.run(collect(engine, "miss", system + [7, 8], SamplingParams(max_tokens=2), "globex"))
+    assert other[-1].num_cached_tokens == 0
+    with pytest.raises(PinCapacityError):
+        engine.pin_prefix("tenant:big", list(range(5000, 5000 + 16 * 13)), tenant="big")  # cap: 20% of 64
+    assert engine.unpin_prefix("tenant:acme") and not engine.unpin_prefix("tenant:acme")
+    assert engine.stats()["num_blocks_pinned"] == 0 and engine.stats()["num_blocks_used"] == 0
+
+
+def test_shutdown_makes_requests_fail_clearly(tiny_llama_path):
+    eng = AsyncLLM(EngineConfig(model=str(tiny_llama_path), device="cpu", num_kv_blocks=16))
+    assert eng.is_alive()
+    eng.shutdown()
+    assert not eng.is_alive()
+    with pytest.raises(EngineDeadError):
+        asyncio.run(collect(eng, "late", [1, 2, 3], SamplingParams()))

@@ -1,0 +1,43 @@
+"""Streaming text never splits a UTF-8 character and holds back what may start a stop string."""
+from inference import SamplingParams
+from inference.detokenizer import IncrementalDetokenizer
+
+
+def test_korean_streams_whole_characters(smol):
+    tok = smol.tokenizer
+    text = "안녕하세요! 넌 누구야? 저는 파고다의 챗봇입니다. 🙂"
+    ids = tok.encode(text, add_special_tokens=False)
+    detok = IncrementalDetokenizer(tok, [], [])
+    pieces = []
+    for t in ids:
+        detok.add(t)
+        piece = detok.delta(False)
+        assert "\ufffd" not in piece
+        pieces.append(piece)
+    pieces.append(detok.delta(True))
+    assert "".join(pieces) == text
+    assert len(ids) > len([p for p in pieces if p])  # some tokens were byte fragments, held back
+
+
+def test_stop_string_across_tokens_is_cut_and_never_streamed(smol):
+    tok = smol.tokenizer
+    ids = tok.encode("Hello world, STOP here please", add_special_tokens=False)
+    detok = IncrementalDetokenizer(tok, [], ["STOP"])
+    streamed = []
+    stop = None
+    for t in ids:
+        stop = detok.add(t)
+        if stop:
+            break
+        streamed.append(detok.delta(False))
+    streamed.append(detok.delta(True))
+    assert stop == "STOP"
+    assert "".join(streamed) == "Hello world, "
+
+
+def test_korean_prompt_round_trips_through_the_engine(smol):
+    out = smol.chat([{"role": "user", "content": "ㅎㅇ? 넌 누구야?"}], SamplingParams(temperature=0, max_tokens=30))[0]
+    assert "ㅎㅇ? 넌 누구야?" in out.prompt
+    assert "\ufffd" not in out.outputs[0].text
+    assert out.outputs[0].text == smol.tokenizer.decode(
+        [t for t in out.outputs[0].token_ids if t not in smol.engine.eos_token_ids], skip_special_tokens=True)
