@@ -25,7 +25,7 @@ from ..engine import LLMEngine
 from ..models import ModelArgs
 from .hf_peer import hf_generate, hf_generate_batch
 from .prefix import format_prefix, profile_pinned_step, run_prefix_bench
-from .workload import Run, random_prompts, run_engine
+from .workload import Run, profile_decode, random_prompts, run_engine
 
 LLAMA3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                  num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,
@@ -159,6 +159,8 @@ def main(args) -> int:
             except Exception:  # noqa: BLE001
                 traceback.print_exc()
             run_engine(engine, "warmup", random_prompts(4, [64] * 4, vocab), [8] * 4, sync=sync)
+            if args.profile:
+                print(profile_decode(engine, max(batches), 512, sync), flush=True)
             for b in batches:
                 prompts = random_prompts(b, [512] * b, vocab, seed=b)
                 ours = run_engine(engine, f"{label} pagoda B={b} 512/128", prompts, [128] * b, sync=sync)

@@ -83,3 +83,29 @@ def run_engine(engine: LLMEngine, name: str, prompts: list[list[int]], output_le
                1e3 * decode_time / decode_steps if decode_steps else 0.0,
                engine.scheduler.num_preemptions - preempt_before,
                [tokens.get(f"{name}-{i}", []) for i in range(len(prompts))])
+
+
+def profile_decode(engine: LLMEngine, batch: int, prompt_len: int, sync) -> str:
+    """torch.profiler over a few decode steps of `batch` running requests (GPU runs only)."""
+    import torch
+
+    prompts = random_prompts(batch, [prompt_len] * batch, engine.model_args.vocab_size, seed=3)
+    for i, p in enumerate(prompts):
+        engine.add_request(f"prof-{i}", p, SamplingParams(temperature=0, max_tokens=64, ignore_eos=True))
+    while not engine.last_step_decode_only or engine.num_steps < 3:
+        engine.step()  # through the prefill
+    for _ in range(3):
+        engine.step()
+    sync()
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    t0 = time.perf_counter()
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(5):
+            engine.step()
+        sync()
+    wall = (time.perf_counter() - t0) / 5
+    for i in range(batch):
+        engine.abort(f"prof-{i}")
+    cpu = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12)
+    cuda = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=12)
+    return f"decode B={batch}: {wall * 1e3:.2f} ms/step under the profiler\n{cpu}\n{cuda}"

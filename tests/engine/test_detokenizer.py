@@ -41,3 +41,20 @@ def test_korean_prompt_round_trips_through_the_engine(smol):
     assert "\ufffd" not in out.outputs[0].text
     assert out.outputs[0].text == smol.tokenizer.decode(
         [t for t in out.outputs[0].token_ids if t not in smol.engine.eos_token_ids], skip_special_tokens=True)
+
+
+def test_pinned_system_prefix_is_a_token_prefix_of_every_chat_prompt(smol):
+    """What the platform pins (the system turn alone) must be where each chat's tokens start."""
+    from types import SimpleNamespace
+
+    from inference import AsyncLLM
+
+    client = SimpleNamespace(tokenizer=smol.tokenizer)
+    client.encode_chat = lambda m, add_generation_prompt=True: AsyncLLM.encode_chat(client, m, add_generation_prompt)
+    system = "당신은 파고다 주식회사의 사내 비서입니다. Answer briefly and cite the policy."
+    prefix = AsyncLLM.encode_system_prefix(client, system)
+    for history in ([{"role": "user", "content": "ㅎㅇ? 넌 누구야?"}],
+                    [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+                     {"role": "user", "content": "What is our leave policy?"}]):
+        ids = client.encode_chat([{"role": "system", "content": system}] + history)
+        assert ids[:len(prefix)] == prefix and len(ids) > len(prefix)

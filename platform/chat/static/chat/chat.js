@@ -205,9 +205,7 @@
   }
 
   function lastReplyAfterLastUser() {
-    const last = thread.querySelector(".msg:last-of-type");
-    const articles = thread.querySelectorAll(".msg:not([hidden])");
-    const tail = articles.length ? articles[articles.length - 1] : last;
+    const tail = lastOf(".msg:not([hidden])");
     return tail && tail.classList.contains("msg-assistant") ? tail : null;
   }
 
