@@ -15,7 +15,7 @@ from typing import AsyncIterator, Callable
 from .block_manager import Pin
 from .config import EngineConfig
 from .engine import LLMEngine
-from .errors import EngineDeadError, InvalidRequestError
+from .errors import EngineDeadError, InvalidRequestError, RequestFailedError
 from .outputs import StreamDelta
 from .sampling_params import SamplingParams
 
@@ -50,7 +50,7 @@ class AsyncLLM:
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def is_alive(self) -> bool:
-        return self._thread.is_alive() and self.error is None
+        return self._thread.is_alive() and self.error is None and not self._stopping
 
     def shutdown(self, timeout: float = 10.0) -> None:
         self._stopping = True
@@ -148,6 +148,9 @@ class AsyncLLM:
             while True:
                 d = await deltas.get()
                 if d.error:
+                    finished = True  # the engine has already let go of it
+                    if d.finish_reason == "error" and self.is_alive():
+                        raise RequestFailedError(d.error)
                     raise EngineDeadError(d.error)
                 finished = d.finished
                 yield d

@@ -4,7 +4,9 @@ Not thread-safe: the offline `LLM` drives it directly, and `AsyncLLM` from its o
 """
 from __future__ import annotations
 
+import logging
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -12,14 +14,18 @@ from typing import Any, Callable
 from .block_manager import BlockManager, Pin
 from .config import EngineConfig
 from .detokenizer import IncrementalDetokenizer
-from .errors import InvalidRequestError, PromptTooLongError, QueueFullError
+from .errors import InvalidRequestError, PromptTooLongError, QueueFullError, RequestFailedError
 from .model_loader import load_hf_config, load_tokenizer, resolve_model_path
 from .model_runner import ModelRunner
 from .models import ModelArgs
 from .outputs import StreamDelta
 from .sampling_params import SamplingParams
-from .scheduler import Scheduler
+from .scheduler import Scheduler, SchedulerOutput
 from .sequence import Sequence, SequenceStatus
+
+
+log = logging.getLogger("inference")
+_FAILED = object()  # a step result: this sequence's computation raised
 
 
 @dataclass
@@ -147,8 +153,8 @@ class LLMEngine:
         for seq in out.admitted:
             if seq.first_scheduled_time is None:
                 seq.first_scheduled_time = scheduled_at
-        results = self.runner.execute(out)
-        deltas: list[StreamDelta] = []
+        results, failed = self._execute_isolating_failures(out)
+        deltas: list[StreamDelta] = [self._fail(seq, error) for seq, error in failed]
         trace = None
         if self.trace is not None:
             trace = StepTrace(self.num_steps, [(s.seq.request_id, s.num_new_tokens) for s in out.scheduled],
@@ -158,6 +164,8 @@ class LLMEngine:
         block_size = self.block_manager.block_size
         for s, result in zip(out.scheduled, results):
             seq = s.seq
+            if result is _FAILED:
+                continue
             seq.num_computed_tokens += s.num_new_tokens
             if seq.num_computed_tokens // block_size > seq.num_committed_blocks:
                 self.block_manager.commit(seq)
@@ -175,6 +183,34 @@ class LLMEngine:
                 if trace is not None and delta.finished:
                     trace.finished.append(seq.request_id)
         return deltas
+
+    def _execute_isolating_failures(self, out: SchedulerOutput):
+        """Run the step; if it raises, rerun its sequences one by one so only the culprit fails."""
+        try:
+            return self.runner.execute(out), []
+        except Exception:  # noqa: BLE001 - isolated below, reported per request
+            if len(out.scheduled) == 1:
+                results = [_FAILED]
+                failed = [(out.scheduled[0].seq, traceback.format_exc(limit=1))]
+                return results, failed
+        results, failed = [], []
+        for s in out.scheduled:
+            try:
+                results.append(self.runner.execute(SchedulerOutput([s], s.num_new_tokens))[0])
+            except Exception as e:  # noqa: BLE001
+                log.exception("request %s failed inside the engine", s.seq.request_id)
+                results.append(_FAILED)
+                failed.append((s.seq, f"{type(e).__name__}: {e}"))
+        return results, failed
+
+    def _fail(self, seq: Sequence, error: str) -> StreamDelta:
+        req = self.requests.pop(seq.request_id)
+        self.scheduler.remove(seq)
+        if req.on_pinned:
+            req.on_pinned(RequestFailedError(error))
+        delta = self._finish(req, "error", None)
+        delta.error = error
+        return delta
 
     def _complete_pin(self, seq: Sequence) -> None:
         req = self.requests.pop(seq.request_id)

@@ -27,3 +27,7 @@ class EngineDeadError(EngineError):
 
 class QueueFullError(EngineError):
     """Too many requests are waiting: the caller should retry later (HTTP 429)."""
+
+
+class RequestFailedError(EngineError):
+    """One request failed inside the engine (its step raised); the engine itself keeps serving."""

@@ -32,7 +32,6 @@ class EngineRun:
         self.logprobs: list[dict[int, float]] = []
         self.finish_reason: str | None = None
         self.admitted = False  # the engine took the request (its first delta came back)
-        self.started_at = time.monotonic()
         self.first_token_at: float | None = None
         self._deltas = engine.generate(request_id, prompt_token_ids, params, tenant=tenant)
         self._first: StreamDelta | None = None
@@ -42,10 +41,6 @@ class EngineRun:
     @property
     def finished(self) -> bool:
         return self.finish_reason is not None
-
-    @property
-    def time_to_first_token_ms(self) -> int | None:
-        return None if self.first_token_at is None else round((self.first_token_at - self.started_at) * 1000)
 
     def _take(self, delta: StreamDelta) -> StreamDelta:
         self.recorder.on_delta(delta)

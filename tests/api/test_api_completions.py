@@ -1,6 +1,4 @@
 """/v1/chat/completions and /v1/completions in-process, against FakeEngine: shapes, overrides, prompts."""
-import pytest
-
 from api import schemas
 from tenants import services
 from tenants.models import ApiUsage

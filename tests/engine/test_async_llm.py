@@ -89,3 +89,26 @@ def test_shutdown_makes_requests_fail_clearly(tiny_llama_path):
     assert not eng.is_alive()
     with pytest.raises(EngineDeadError):
         asyncio.run(collect(eng, "late", [1, 2, 3], SamplingParams()))
+
+
+async def test_a_failing_request_does_not_stop_the_loop(engine):
+    from inference.errors import RequestFailedError
+
+    original = engine.engine.runner.execute
+    calls = {"n": 0}
+
+    def flaky(out):
+        calls["n"] += 1
+        if any(s.seq.request_id == "doomed" for s in out.scheduled):
+            raise RuntimeError("forced failure")
+        return original(out)
+
+    engine.engine.runner.execute = flaky
+    try:
+        with pytest.raises(RequestFailedError, match="forced failure"):
+            await collect(engine, "doomed", [1, 2, 3, 4], SamplingParams(max_tokens=3))
+        ok = await collect(engine, "after", [5, 6, 7], SamplingParams(max_tokens=3, ignore_eos=True))
+    finally:
+        engine.engine.runner.execute = original
+    assert ok[-1].finish_reason == "length" and engine.is_alive()
+    assert engine.stats()["num_blocks_used"] == 0

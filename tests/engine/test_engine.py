@@ -125,3 +125,19 @@ def test_generation_stops_at_the_context_end(tiny):
     out = tiny.generate([list(range(1, 500))], SamplingParams(temperature=0, max_tokens=100, ignore_eos=True))[0]
     assert out.outputs[0].finish_reason == "length"
     assert len(out.outputs[0].token_ids) == 512 - 499
+
+
+def test_a_request_that_breaks_its_step_fails_alone(tiny):
+    engine = tiny.engine
+    params = SamplingParams(temperature=0, max_tokens=5, ignore_eos=True)
+    good = engine.add_request("good", list(range(10, 30)), params)
+    bad = engine.add_request("bad", list(range(40, 60)), params)
+    bad.prompt_token_ids[3] = 10**7  # forced past validation: the embedding lookup raises
+    deltas = []
+    while engine.has_unfinished():
+        deltas += engine.step()
+    by_id = {d.request_id: d for d in deltas if d.finished}
+    assert by_id["bad"].finish_reason == "error" and "Index" in by_id["bad"].error
+    assert by_id["good"].finish_reason == "length" and by_id["good"].num_output_tokens == 5
+    assert good.output_token_ids == tiny.generate([list(range(10, 30))], params)[0].outputs[0].token_ids
+    assert engine.block_manager.pool.num_used == 0

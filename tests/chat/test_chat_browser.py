@@ -1,0 +1,213 @@
+"""End to end in a real headless Chromium: a real daphne server with the real engine (the default
+SmolLM2, or PAGODA_MODEL), driven by Playwright. Log in, read a stored Markdown reply, start a new
+chat, watch tokens arrive, stop a reply, reload and find the history, switch to Korean.
+
+Needs Debian's chromium (`apt-get install -y chromium`) and `pip install playwright==1.65.2` (its
+bundled driver only; never `playwright install`): skipped with the reason when either is missing.
+Screenshots go to the test's tmp dir, and the English one is copied to docs/screenshots/chat.png.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("PAGODA_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--no-first-run"]
+PASSWORD = "e2e-pass-4821"
+SAMPLE_REPLY = (
+    "Use **pathlib** or `os.listdir`:\n\n```python\nfrom pathlib import Path\n\nfor path in Path('.').iterdir():\n"
+    "    print(path)\n```\n\nNever paste <img src=x onerror=alert(1)> from strangers."
+)
+SEED = f"""
+from django.contrib.auth import get_user_model
+from tenants import services
+from tenants.models import Message, SamplingProfile
+
+tenant = services.create_tenant(name="Acme", slug="acme")
+services.create_system_prompt(tenant, "You are Acme's internal assistant. Answer briefly.")
+services.save_profile(SamplingProfile(tenant=tenant, name="quick", description="Short answers", temperature=0.7,
+                                      top_p=0.95, max_tokens=24, seed=7, is_default=True))
+services.save_profile(SamplingProfile(tenant=tenant, name="long", description="Long answers", temperature=0.8,
+                                      max_tokens=400, ignore_eos=True, seed=7))
+user = get_user_model().objects.create_user("mina", password={PASSWORD!r})
+services.add_member(tenant, user)
+conversation = services.create_conversation(tenant, user)
+services.add_user_message(conversation, "How do I list files in Python?")
+reply = services.create_pending_reply(conversation, profile=None, system_prompt=None)
+services.finish_reply(reply, content={SAMPLE_REPLY!r}, status=Message.Status.COMPLETE, finish_reason="stop")
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, server: subprocess.Popen, log: Path, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            pytest.fail(f"daphne exited with {server.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(1)
+    pytest.fail(f"the server was not healthy after {timeout:.0f} s:\n{log.read_text()[-4000:]}")
+
+
+@pytest.fixture(scope="module")
+def chat_server(tmp_path_factory):
+    """A daphne server on a free port of 127.0.0.1, with its own SQLite database, seeded; yields its URL."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y chromium)")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright==1.65.2)")
+    folder = tmp_path_factory.mktemp("chat-e2e")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)]),
+        "DJANGO_SETTINGS_MODULE": "pagoda.settings",
+        "DATABASE_URL": f"sqlite:///{folder / 'e2e.sqlite3'}",  # its own database, whatever the tests use
+        "PAGODA_VAR_DIR": str(folder),
+        "PAGODA_ENGINE": "on",
+        "PAGODA_DEVICE": os.environ.get("PAGODA_DEVICE", "cpu"),
+        "PAGODA_PIN_SYNC_SECONDS": "0",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DEBUG": "false",
+        "LOG_LEVEL": "WARNING",
+    }
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "--noinput"], env={**env, "PAGODA_ENGINE": "off"}, check=True,
+                   capture_output=True, timeout=300)
+    subprocess.run([*manage, "shell", "-c", SEED], env={**env, "PAGODA_ENGINE": "off"}, check=True,
+                   capture_output=True, timeout=300)
+    port = _free_port()
+    log = folder / "daphne.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                                   "pagoda.asgi:application"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, server, log)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture
+def page(chat_server):
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=120_000)  # replies come from a CPU
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 800}, locale="en-US")
+        page = context.new_page()
+        page.set_default_timeout(120_000)  # replies come from a CPU
+        page.errors = []
+        page.on("pageerror", lambda error: page.errors.append(str(error)))
+        yield page
+        browser.close()
+
+
+def _wait_streaming_text(page) -> None:
+    """Until the reply being written shows text (a delta arrived) while it still streams."""
+    page.wait_for_function(
+        "() => { const b = document.querySelector('.msg-assistant.streaming .msg-body');"
+        " return b !== null && b.querySelector('.typing') === null && b.textContent.trim().length > 0; }")
+
+
+def test_chat_in_a_real_browser(chat_server, page, tmp_path):
+    from playwright.sync_api import expect
+
+    # Log in: the home page is the chat, which opens the newest conversation.
+    page.goto(chat_server + "/accounts/login/")
+    page.fill("#id_username", "mina")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/chat/*/")
+    sample_url = page.url
+
+    # The stored reply: Markdown rendered, the <img> shown as text, a copy button on the code.
+    sample = page.locator(".msg-assistant .msg-body")
+    expect(sample.locator("strong")).to_have_text("pathlib")
+    expect(sample.locator(".code-block code")).to_contain_text("for path in Path('.').iterdir():")
+    assert sample.locator("img").count() == 0
+    expect(sample).to_contain_text("<img src=x onerror=alert(1)>")
+    sample.locator(".copy-code").click()
+    expect(sample.locator(".copy-code")).to_have_text("Copied")
+
+    # A new chat: tokens arrive as they are generated, then the reply is done.
+    page.click(".sidebar .new-chat-button")
+    page.wait_for_function(f"() => location.href !== {sample_url!r} && /\\/chat\\/\\d+\\/$/.test(location.pathname)")
+    expect(page.locator("#status")).to_have_attribute("data-state", "connected")
+    page.evaluate("""() => {
+        window.__renders = 0;
+        new MutationObserver(() => { window.__renders++; })
+            .observe(document.querySelector('#messages'), {childList: true, subtree: true, characterData: true});
+    }""")
+    page.fill("#input", "Hello! 안녕하세요. What is a pagoda?")
+    page.keyboard.press("Enter")
+    expect(page.locator(".msg-user .msg-body").last).to_have_text("Hello! 안녕하세요. What is a pagoda?")
+    _wait_streaming_text(page)
+    expect(page.locator("#stop")).to_be_visible()
+    first = page.locator(".msg-assistant").last
+    expect(first).to_have_attribute("data-status", "complete")
+    assert page.evaluate("window.__renders") > 3  # the reply grew piece by piece
+    expect(first.locator(".usage")).to_contain_text("prompt")
+    expect(page.locator("#chat-title")).to_have_text("Hello! 안녕하세요. What is a pagoda?")
+    expect(page.locator("#conversation-list li.active a")).to_contain_text("Hello! 안녕하세요.")
+
+    # Stop a long reply mid-way.
+    page.select_option("#profile", "long")
+    page.fill("#input", "Write a very long story about a cat who learns to code.")
+    page.click("#send")
+    _wait_streaming_text(page)
+    page.click("#stop")
+    stopped = page.locator(".msg-assistant").last
+    expect(stopped).to_have_attribute("data-status", "stopped")
+    expect(stopped.locator(".badge.stopped")).to_have_text("Stopped")
+    expect(page.locator("#send")).to_be_visible()
+    stopped_text = stopped.locator(".msg-body").inner_text()
+    assert stopped_text.strip()
+
+    # Reload: the history is there, the stopped reply still marked, the profile remembered.
+    page.reload()
+    expect(page.locator("#status")).to_have_attribute("data-state", "connected")
+    expect(page.locator(".msg-user")).to_have_count(2)
+    expect(page.locator(".msg-assistant")).to_have_count(2)
+    expect(page.locator(".msg-assistant").last.locator(".badge.stopped")).to_be_visible()
+    assert page.locator(".msg-assistant").last.locator(".msg-body").inner_text() == stopped_text
+    expect(page.locator("#profile")).to_have_value("long")
+    expect(page.locator("#conversation-list li")).to_have_count(2)
+    page.screenshot(path=tmp_path / "chat.png")
+    docs = ROOT / "docs" / "screenshots"
+    docs.mkdir(parents=True, exist_ok=True)
+    shutil.copy(tmp_path / "chat.png", docs / "chat.png")
+
+    # Korean UI.
+    page.click(".lang-switch button[value=ko]")
+    expect(page.locator("#send")).to_have_text("보내기")
+    expect(page.locator(".new-chat-button").first).to_contain_text("새 대화")
+    expect(page.locator(".msg-assistant").last.locator(".badge.stopped")).to_have_text("중지됨")
+    page.screenshot(path=tmp_path / "chat-ko.png")
+    shutil.copy(tmp_path / "chat-ko.png", docs / "chat-ko.png")
+
+    assert page.errors == []
