@@ -99,3 +99,90 @@ class DecodeGraphs:
         self.block_tables[:bs, :width].copy_(staged[:, 4:])
         self.graphs[bs].replay()
         return self.logits[bs][:n]
+
+
+class PrefillGraphs:
+    """Single-sequence prefill steps of a few new tokens, captured as CUDA graphs.
+
+    This is a chat turn: the system prompt and the history are already in the cache, and only the new
+    message (tens of tokens) is computed. Run eagerly, such a step is bound by launching ~450 kernels
+    from Python; replayed, it is bound by reading the weights once, like a decode step.
+    """
+
+    SIZES = (16, 32, 64, 128)
+
+    def __init__(self, runner: "ModelRunner"):
+        self.runner = runner
+        dev, n, width = runner.device, max(self.SIZES), runner.max_blocks_per_seq
+        self.input_ids = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.positions = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.slot_mapping = torch.full((n,), -1, dtype=torch.int64, device=dev)
+        self.block_tables = torch.zeros(1, width, dtype=torch.int32, device=dev)
+        self.seq_lens = torch.ones(1, dtype=torch.int32, device=dev)
+        self.cu_seqlens_q = torch.tensor([0, 1], dtype=torch.int32, device=dev)
+        self.last_index = torch.zeros(1, dtype=torch.int64, device=dev)
+        # Rows: ids, positions, slots; then [seq_len, q_len, last index]; then the block table.
+        self.host = torch.zeros(3 * n + 3 + width, dtype=torch.int64).pin_memory()
+        self.host_np = self.host.numpy()
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.logits: dict[int, torch.Tensor] = {}
+        self._capture()
+
+    def _forward(self, size: int) -> torch.Tensor:
+        r = self.runner
+        meta = AttentionMetadata(self.slot_mapping[:size], self.block_tables, self.seq_lens, self.cu_seqlens_q,
+                                 size, r.max_model_len, False)
+        hidden = r.model(self.input_ids[:size], self.positions[:size], StepContext(r.kv_caches, meta,
+                                                                                   r.cos_sin_cache, r.scale))
+        return r.model.compute_logits(hidden.index_select(0, self.last_index))
+
+    @torch.inference_mode()
+    def _capture(self) -> None:
+        pool = torch.cuda.graph_pool_handle()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for size in reversed(self.SIZES):
+                self._forward(size)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool, stream=stream):
+                    self.logits[size] = self._forward(size)
+                self.graphs[size] = graph
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+
+    def can_run(self, out: SchedulerOutput) -> bool:
+        if len(out.scheduled) != 1:
+            return False
+        s = out.scheduled[0]
+        return 1 < s.num_new_tokens <= self.SIZES[-1]
+
+    def run(self, out: SchedulerOutput) -> torch.Tensor:
+        s = out.scheduled[0]
+        seq, start, n = s.seq, s.start, s.num_new_tokens
+        size = next(z for z in self.SIZES if z >= n)
+        big = self.SIZES[-1]
+        bs = self.runner.block_size
+        table = seq.block_table
+        h = self.host_np
+        h[:n] = seq.token_ids(start, start + n)
+        h[n:size] = 0
+        h[big:big + n] = range(start, start + n)
+        h[big + n:big + size] = 0  # padding rows: position 0, no slot, never read back
+        slots = h[2 * big:2 * big + size]
+        for i, p in enumerate(range(start, start + n)):
+            slots[i] = table[p // bs] * bs + p % bs
+        slots[n:] = -1
+        tail = 3 * big
+        h[tail:tail + 3] = (start + n, n, n - 1)
+        h[tail + 3:tail + 3 + len(table)] = table
+        staged = self.host[:tail + 3 + len(table)].to(self.runner.device, non_blocking=True)
+        self.input_ids[:size].copy_(staged[:size])
+        self.positions[:size].copy_(staged[big:big + size])
+        self.slot_mapping[:size].copy_(staged[2 * big:2 * big + size])
+        self.seq_lens.copy_(staged[tail:tail + 1])
+        self.cu_seqlens_q[1:].copy_(staged[tail + 1:tail + 2])
+        self.last_index.copy_(staged[tail + 2:tail + 3])
+        self.block_tables[0, :len(table)].copy_(staged[tail + 3:])
+        self.graphs[size].replay()
+        return self.logits[size]

@@ -4,6 +4,7 @@ tables, never the scheduler's queues.
 """
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from .sampler import SamplingRow, sample
 from .scheduler import SchedulerOutput
 from .sequence import Sequence
 
+log = logging.getLogger("inference")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -44,11 +46,16 @@ class ModelRunner:
         self.kv_cache = torch.empty(shape, dtype=self.dtype, device=self.device)
         self.kv_caches = [(self.kv_cache[i, 0], self.kv_cache[i, 1]) for i in range(args.num_layers)]
         self.max_blocks_per_seq = -(-max_model_len // self.block_size)
-        self.graphs = None
+        self.graphs = self.prefill_graphs = None
         if self.device.type == "cuda" and not config.enforce_eager:
-            from .cuda_graphs import DecodeGraphs
+            from .cuda_graphs import DecodeGraphs, PrefillGraphs
 
             self.graphs = DecodeGraphs(self)
+            try:
+                self.prefill_graphs = PrefillGraphs(self)
+            except Exception:  # noqa: BLE001 - an optimisation: without it, short prefills run eagerly
+                log.exception("capturing prefill graphs failed; short prefills will run eagerly")
+                torch.cuda.synchronize()
 
     # -- set-up ------------------------------------------------------------------------------------
     def _build_model(self, weights: Path | dict | None, progress: bool) -> LlamaForCausalLM:
@@ -121,6 +128,8 @@ class ModelRunner:
         """Run one step. Returns, per scheduled sequence, (token id, logprobs) if it was sampled."""
         if self.graphs is not None and self.graphs.can_run(out):
             logits = self.graphs.run(out)
+        elif self.prefill_graphs is not None and self.prefill_graphs.can_run(out):
+            logits = self.prefill_graphs.run(out)
         else:
             input_ids, positions, meta, logits_indices = self.prepare(out)
             ctx = StepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale)

@@ -116,6 +116,22 @@ def greedy_agreement(hf, engine: LLMEngine, num: int = 4, prompt_len: int = 64, 
             "tokens")
 
 
+def prefill_graph_agreement(engine: LLMEngine) -> str:
+    """Greedy tokens of short prompts with the prefill graphs and without them (eager) must match."""
+    graphs = engine.runner.prefill_graphs
+    if graphs is None:
+        return "prefill graphs: not captured (short prefills run eagerly)"
+    prompts = random_prompts(4, [40, 77, 100, 9], engine.model_args.vocab_size, seed=5)
+    with_graphs = [run_engine(engine, f"pg{i}", [p], [12]).token_ids[0] for i, p in enumerate(prompts)]
+    engine.runner.prefill_graphs = None
+    try:
+        eager = [run_engine(engine, f"pe{i}", [p], [12]).token_ids[0] for i, p in enumerate(prompts)]
+    finally:
+        engine.runner.prefill_graphs = graphs
+    same = sum(a == b for a, b in zip(with_graphs, eager))
+    return f"prefill graphs vs eager: {same}/4 prompts with identical greedy outputs"
+
+
 def main(args) -> int:
     if not torch.cuda.is_available():
         print("--gpu needs a CUDA device")
@@ -159,6 +175,8 @@ def main(args) -> int:
             except Exception:  # noqa: BLE001
                 traceback.print_exc()
             run_engine(engine, "warmup", random_prompts(4, [64] * 4, vocab), [8] * 4, sync=sync)
+            rows.append(f"{label} {prefill_graph_agreement(engine)}")
+            print(rows[-1], flush=True)
             if args.profile:
                 print(profile_decode(engine, max(batches), 512, sync), flush=True)
             for b in batches:

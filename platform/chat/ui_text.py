@@ -14,6 +14,8 @@ def page_strings(max_chars: int) -> dict[str, str]:
         "stop": _("Stop"),
         "regenerate": _("Regenerate"),
         "copy": _("Copy"),
+        "delete": _("Delete"),
+        "confirm_delete": _("Delete this conversation?"),
         "copied": _("Copied"),
         "stopped": _("Stopped"),
         "error": _("Error"),

@@ -153,6 +153,9 @@ def test_chat_in_a_real_browser(chat_server, page, tmp_path):
     expect(sample).to_contain_text("<img src=x onerror=alert(1)>")
     sample.locator(".copy-code").click()
     expect(sample.locator(".copy-code")).to_have_text("Copied")
+    docs = ROOT / "docs" / "screenshots"
+    docs.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=tmp_path / "chat-markdown.png")
 
     # A new chat: tokens arrive as they are generated, then the reply is done.
     page.click(".sidebar .new-chat-button")
@@ -179,7 +182,10 @@ def test_chat_in_a_real_browser(chat_server, page, tmp_path):
     page.select_option("#profile", "long")
     page.fill("#input", "Write a very long story about a cat who learns to code.")
     page.click("#send")
-    _wait_streaming_text(page)
+    page.wait_for_function(  # long enough to show, short of the 400 tokens asked for
+        "() => { const b = document.querySelector('.msg-assistant.streaming .msg-body');"
+        " return b !== null && b.textContent.trim().length > 60; }")
+    page.screenshot(path=tmp_path / "chat-streaming.png")
     page.click("#stop")
     stopped = page.locator(".msg-assistant").last
     expect(stopped).to_have_attribute("data-status", "stopped")
@@ -198,9 +204,8 @@ def test_chat_in_a_real_browser(chat_server, page, tmp_path):
     expect(page.locator("#profile")).to_have_value("long")
     expect(page.locator("#conversation-list li")).to_have_count(2)
     page.screenshot(path=tmp_path / "chat.png")
-    docs = ROOT / "docs" / "screenshots"
-    docs.mkdir(parents=True, exist_ok=True)
-    shutil.copy(tmp_path / "chat.png", docs / "chat.png")
+    for name in ("chat.png", "chat-markdown.png", "chat-streaming.png"):
+        shutil.copy(tmp_path / name, docs / name)
 
     # Korean UI.
     page.click(".lang-switch button[value=ko]")
@@ -209,5 +214,22 @@ def test_chat_in_a_real_browser(chat_server, page, tmp_path):
     expect(page.locator(".msg-assistant").last.locator(".badge.stopped")).to_have_text("중지됨")
     page.screenshot(path=tmp_path / "chat-ko.png")
     shutil.copy(tmp_path / "chat-ko.png", docs / "chat-ko.png")
+
+    # Regenerate the stopped reply with the short profile: it replaces the old one on the page.
+    expect(page.locator("#status")).to_have_attribute("data-state", "connected")
+    page.select_option("#profile", "quick")
+    page.click("#regenerate")
+    expect(page.locator(".msg-assistant").last).to_have_attribute("data-status", "complete")
+    expect(page.locator(".msg-assistant")).to_have_count(2)
+    expect(page.locator(".msg-assistant .badge.stopped")).to_have_count(0)
+
+    # Delete the older conversation from the sidebar (after the confirm dialog).
+    page.on("dialog", lambda dialog: dialog.accept())
+    older = page.locator("#conversation-list li", has_text="How do I list files")
+    older.hover()
+    older.locator("button.icon").click()
+    page.wait_for_load_state()
+    expect(page.locator("#conversation-list li")).to_have_count(1)
+    expect(page.locator("#conversation-list li")).to_contain_text("Hello! 안녕하세요.")
 
     assert page.errors == []

@@ -1,7 +1,6 @@
-/* The chat page: one WebSocket to /ws/chat/<id>/ (frames: platform/chat/protocol.py), the thread,
- * the composer (send / stop / regenerate) and the sidebar's title of this conversation.
- * Text from people and the model goes into the page through textContent, or through
- * PagodaMarkdown.render, which escapes everything first.
+/* The chat page's conversation: one WebSocket to /ws/chat/<id>/ (frames: platform/chat/protocol.py),
+ * the reply being written (its deltas rendered as they arrive), and the composer: send, stop,
+ * regenerate. The DOM of messages and the sidebar is thread.js's.
  */
 (function () {
   "use strict";
@@ -10,43 +9,13 @@
   const T = config.strings;
   const $ = (selector) => document.querySelector(selector);
 
-  // --- on every chat page: confirm deletes, copy code --------------------------------------------
-  document.querySelectorAll("form[data-confirm]").forEach((form) => {
-    form.addEventListener("submit", (event) => {
-      if (!window.confirm(form.dataset.confirm)) event.preventDefault();
-    });
-  });
-
-  function copyText(text) {
-    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
-    // Plain http on an intranet host is not a secure context: fall back to a hidden textarea.
-    const area = document.createElement("textarea");
-    area.value = text;
-    area.setAttribute("readonly", "");
-    area.style.position = "fixed";
-    area.style.opacity = "0";
-    document.body.appendChild(area);
-    area.select();
-    try { document.execCommand("copy"); } finally { area.remove(); }
-    return Promise.resolve();
-  }
-
-  document.addEventListener("click", (event) => {
-    const button = event.target.closest(".copy-code");
-    if (!button) return;
-    const code = button.closest(".code-block").querySelector("code").textContent;
-    copyText(code).then(() => {
-      button.textContent = T.copied;
-      button.classList.add("done");
-      setTimeout(() => { button.textContent = T.copy; button.classList.remove("done"); }, 1500);
-    });
-  });
-
+  window.PagodaThread.installPageBehaviour(T);
   if (!config.wsPath) return; // the welcome page: no conversation open
 
   const scroller = $("#messages");
-  const thread = scroller.querySelector(".thread");
-  const emptyHint = thread.querySelector(".empty-hint");
+  const view = window.PagodaThread.create({
+    thread: scroller.querySelector(".thread"), strings: T, conversationId: config.conversationId,
+  });
   const form = $("#composer");
   const input = $("#input");
   const sendButton = $("#send");
@@ -64,57 +33,6 @@
   let turn = null; // the reply being written: {reply, body, raw, user, replaced, started}
   let renderQueued = false;
 
-  // --- rendering ------------------------------------------------------------------------------------
-  function renderMarkdown(body, raw) {
-    body.innerHTML = window.PagodaMarkdown.render(raw, { copyLabel: T.copy });
-  }
-
-  function setUsage(article, usage) {
-    const span = article.querySelector(".usage");
-    if (!span || !usage || !usage.completion_tokens) return;
-    span.textContent = T.usage.replace("{prompt}", usage.prompt_tokens)
-      .replace("{completion}", usage.completion_tokens).replace("{cached}", usage.cached_tokens);
-  }
-
-  function setBadge(article, status, errorText) {
-    const meta = article.querySelector(".msg-meta");
-    meta.querySelectorAll(".badge, .msg-error").forEach((el) => el.remove());
-    article.dataset.status = status;
-    if (status !== "stopped" && status !== "error") return;
-    const badge = document.createElement("span");
-    badge.className = "badge " + status;
-    badge.textContent = status === "stopped" ? T.stopped : T.error;
-    meta.prepend(badge);
-    if (errorText) {
-      const text = document.createElement("span");
-      text.className = "msg-error";
-      text.textContent = errorText;
-      badge.after(" ", text);
-    }
-  }
-
-  function messageElement(role) {
-    const article = document.createElement("article");
-    article.className = "msg msg-" + role;
-    const who = document.createElement("div");
-    who.className = "msg-role";
-    who.textContent = role === "user" ? T.you : T.assistant;
-    const body = document.createElement("div");
-    body.className = "msg-body";
-    article.append(who, body);
-    if (role === "assistant") {
-      const meta = document.createElement("div");
-      meta.className = "msg-meta";
-      const usage = document.createElement("span");
-      usage.className = "usage";
-      meta.append(usage);
-      article.append(meta);
-    }
-    thread.insertBefore(article, emptyHint);
-    emptyHint.hidden = true;
-    return article;
-  }
-
   function nearBottom() {
     return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
   }
@@ -130,36 +48,20 @@
       renderQueued = false;
       if (!turn) return;
       const follow = nearBottom();
-      renderMarkdown(turn.body, turn.raw);
+      view.renderMarkdown(turn.body, turn.raw);
       if (follow) scrollToBottom();
     });
   }
-
-  // The replies already on the page arrive as escaped text; render them as Markdown.
-  thread.querySelectorAll(".msg-assistant").forEach((article) => {
-    const body = article.querySelector(".msg-body");
-    renderMarkdown(body, body.textContent);
-    setUsage(article, {
-      prompt_tokens: article.dataset.promptTokens, completion_tokens: Number(article.dataset.completionTokens),
-      cached_tokens: article.dataset.cachedTokens,
-    });
-  });
-  thread.querySelectorAll(".msg-user .msg-body").forEach((body) => { body.classList.add("plain"); });
   scrollToBottom();
 
   // --- state of the composer ------------------------------------------------------------------------
-  function lastOf(selector) {
-    const all = thread.querySelectorAll(selector);
-    return all.length ? all[all.length - 1] : null;
-  }
-
   function updateControls() {
     const open = socket !== null && socket.readyState === WebSocket.OPEN;
     const busy = turn !== null;
     sendButton.hidden = busy;
     stopButton.hidden = !busy;
     sendButton.disabled = !open || !input.value.trim();
-    regenerateButton.hidden = busy || !lastOf(".msg-user");
+    regenerateButton.hidden = busy || !view.lastOf(".msg-user");
     regenerateButton.disabled = !open;
     const count = input.value.length;
     counter.textContent = count > config.maxChars * 0.8
@@ -187,13 +89,11 @@
     const replaced = userText === null ? lastReplyAfterLastUser() : null;
     let user = null;
     if (userText !== null) {
-      user = messageElement("user");
-      const body = user.querySelector(".msg-body");
-      body.classList.add("plain");
-      body.textContent = userText;
+      user = view.messageElement("user");
+      user.querySelector(".msg-body").textContent = userText;
     }
     if (replaced) replaced.hidden = true; // shown again if the server refuses the regenerate
-    const reply = messageElement("assistant");
+    const reply = view.messageElement("assistant");
     reply.classList.add("streaming");
     reply.dataset.status = "pending";
     const body = reply.querySelector(".msg-body");
@@ -205,7 +105,7 @@
   }
 
   function lastReplyAfterLastUser() {
-    const tail = lastOf(".msg:not([hidden])");
+    const tail = view.lastOf(".msg:not([hidden])");
     return tail && tail.classList.contains("msg-assistant") ? tail : null;
   }
 
@@ -225,7 +125,7 @@
     if (turn.user) turn.user.remove();
     if (turn.replaced) turn.replaced.hidden = false;
     if (turn.userText !== null && !input.value) { input.value = turn.userText; autosize(); }
-    emptyHint.hidden = thread.querySelector(".msg") !== null;
+    view.refreshEmptyHint();
     turn = null;
     updateControls();
   }
@@ -243,26 +143,6 @@
     return profileSelect ? profileSelect.value : undefined;
   }
 
-  function updateSidebar(text) {
-    const list = $("#conversation-list");
-    let item = list.querySelector('li[data-id="' + config.conversationId + '"]');
-    if (!item) { // the first message of a new conversation: add it on top
-      list.querySelectorAll("li.none").forEach((el) => el.remove());
-      item = document.createElement("li");
-      item.dataset.id = config.conversationId;
-      const link = document.createElement("a");
-      link.href = location.pathname;
-      item.append(link);
-      list.prepend(item);
-    }
-    list.querySelectorAll("li.active").forEach((el) => el.classList.remove("active"));
-    item.classList.add("active");
-    const link = item.querySelector("a");
-    if (link.firstChild && link.firstChild.nodeType === Node.TEXT_NODE) link.firstChild.textContent = text;
-    else link.prepend(text);
-    link.title = text;
-  }
-
   function onFrame(frame) {
     switch (frame.type) {
       case "start":
@@ -273,7 +153,7 @@
         if (frame.title) {
           title.textContent = frame.title;
           document.title = frame.title + " · Pagoda";
-          updateSidebar(frame.title);
+          view.updateSidebar(frame.title);
         }
         break;
       case "delta":
@@ -283,17 +163,17 @@
         break;
       case "done":
         if (!turn) return;
-        renderMarkdown(turn.body, turn.raw);
-        setBadge(turn.reply, frame.status);
-        setUsage(turn.reply, frame.usage);
+        view.renderMarkdown(turn.body, turn.raw);
+        view.setBadge(turn.reply, frame.status);
+        view.setUsage(turn.reply, frame.usage);
         endTurn();
         break;
       case "error": {
         const text = T["error_" + frame.code] || frame.message;
         if (turn && !turn.started) undoTurn();
         else if (turn && frame.message_id) { // the reply was saved as failed
-          renderMarkdown(turn.body, turn.raw);
-          setBadge(turn.reply, "error", text);
+          view.renderMarkdown(turn.body, turn.raw);
+          view.setBadge(turn.reply, "error", text);
           endTurn();
         }
         showNotice(text);
@@ -321,7 +201,7 @@
     socket.addEventListener("close", (event) => {
       socket = null;
       if (turn) { // the server saved what it had as stopped
-        if (turn.started) { renderMarkdown(turn.body, turn.raw); setBadge(turn.reply, "stopped"); endTurn(); }
+        if (turn.started) { view.renderMarkdown(turn.body, turn.raw); view.setBadge(turn.reply, "stopped"); endTurn(); }
         else undoTurn();
       }
       const reason = T["closed_" + event.code];
@@ -363,7 +243,7 @@
   stopButton.addEventListener("click", () => { send({ type: "stop" }); });
 
   regenerateButton.addEventListener("click", () => {
-    if (turn || !lastOf(".msg-user")) return;
+    if (turn || !view.lastOf(".msg-user")) return;
     if (send({ type: "regenerate", profile: profile() })) beginTurn(null);
   });
 

@@ -1,0 +1,171 @@
+/* The chat page's DOM: message elements, badges and usage lines, the sidebar entry of this
+ * conversation, and the page-wide behaviours (confirm before delete, copy buttons on code).
+ * Text from people and the model goes in through textContent, or PagodaMarkdown.render (which
+ * escapes everything first).
+ *
+ *   const view = PagodaThread.create({thread, strings, conversationId});
+ *   view.messageElement("assistant"); view.setBadge(article, "stopped"); view.renderMarkdown(body, raw)
+ */
+(function () {
+  "use strict";
+
+  function confirmBeforeSubmit(form) {
+    form.addEventListener("submit", (event) => {
+      if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+    });
+  }
+
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+    // Plain http on an intranet host is not a secure context: fall back to a hidden textarea.
+    const area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.style.position = "fixed";
+    area.style.opacity = "0";
+    document.body.appendChild(area);
+    area.select();
+    try { document.execCommand("copy"); } finally { area.remove(); }
+    return Promise.resolve();
+  }
+
+  // Page-wide: every delete form asks first, every code block's button copies its code.
+  function installPageBehaviour(T) {
+    document.querySelectorAll("form[data-confirm]").forEach(confirmBeforeSubmit);
+    document.addEventListener("click", (event) => {
+      const button = event.target.closest(".copy-code");
+      if (!button) return;
+      const code = button.closest(".code-block").querySelector("code").textContent;
+      copyText(code).then(() => {
+        button.textContent = T.copied;
+        button.classList.add("done");
+        setTimeout(() => { button.textContent = T.copy; button.classList.remove("done"); }, 1500);
+      });
+    });
+  }
+
+  function create(options) {
+    const T = options.strings;
+    const thread = options.thread;
+    const emptyHint = thread.querySelector(".empty-hint");
+
+    function renderMarkdown(body, raw) {
+      body.innerHTML = window.PagodaMarkdown.render(raw, { copyLabel: T.copy });
+    }
+
+    function setUsage(article, usage) {
+      const span = article.querySelector(".usage");
+      if (!span || !usage || !Number(usage.completion_tokens)) return;
+      span.textContent = T.usage.replace("{prompt}", usage.prompt_tokens)
+        .replace("{completion}", usage.completion_tokens).replace("{cached}", usage.cached_tokens);
+    }
+
+    function setBadge(article, status, errorText) {
+      const meta = article.querySelector(".msg-meta");
+      meta.querySelectorAll(".badge, .msg-error").forEach((el) => el.remove());
+      article.dataset.status = status;
+      if (status !== "stopped" && status !== "error") return;
+      const badge = document.createElement("span");
+      badge.className = "badge " + status;
+      badge.textContent = status === "stopped" ? T.stopped : T.error;
+      meta.prepend(badge);
+      if (errorText) {
+        const text = document.createElement("span");
+        text.className = "msg-error";
+        text.textContent = errorText;
+        badge.after(" ", text);
+      }
+    }
+
+    // A new message at the end of the thread, shaped like templates/chat/_message.html.
+    function messageElement(role) {
+      const article = document.createElement("article");
+      article.className = "msg msg-" + role;
+      const who = document.createElement("div");
+      who.className = "msg-role";
+      who.textContent = role === "user" ? T.you : T.assistant;
+      const body = document.createElement("div");
+      body.className = "msg-body";
+      article.append(who, body);
+      if (role === "assistant") {
+        const meta = document.createElement("div");
+        meta.className = "msg-meta";
+        const usage = document.createElement("span");
+        usage.className = "usage";
+        meta.append(usage);
+        article.append(meta);
+      }
+      thread.insertBefore(article, emptyHint);
+      emptyHint.hidden = true;
+      return article;
+    }
+
+    function lastOf(selector) {
+      const all = thread.querySelectorAll(selector);
+      return all.length ? all[all.length - 1] : null;
+    }
+
+    function refreshEmptyHint() {
+      emptyHint.hidden = thread.querySelector(".msg") !== null;
+    }
+
+    // The sidebar's delete button for a conversation that got its first message on this page.
+    function deleteForm() {
+      const form = document.createElement("form");
+      form.method = "post";
+      form.action = location.pathname + "delete/";
+      form.dataset.confirm = T.confirm_delete;
+      const token = document.createElement("input");
+      token.type = "hidden";
+      token.name = "csrfmiddlewaretoken";
+      token.value = document.querySelector("#new-chat [name=csrfmiddlewaretoken]").value;
+      const button = document.createElement("button");
+      button.type = "submit";
+      button.className = "icon";
+      button.title = T.delete;
+      button.setAttribute("aria-label", T.delete);
+      button.textContent = "\u00d7";
+      form.append(token, button);
+      confirmBeforeSubmit(form);
+      return form;
+    }
+
+    // This conversation's sidebar entry shows `title` (added on top after its first message).
+    function updateSidebar(title) {
+      const list = document.querySelector("#conversation-list");
+      let item = list.querySelector('li[data-id="' + options.conversationId + '"]');
+      if (!item) {
+        list.querySelectorAll("li.none").forEach((el) => el.remove());
+        item = document.createElement("li");
+        item.dataset.id = options.conversationId;
+        const link = document.createElement("a");
+        link.href = location.pathname;
+        item.append(link, deleteForm());
+        list.prepend(item);
+      }
+      list.querySelectorAll("li.active").forEach((el) => el.classList.remove("active"));
+      item.classList.add("active");
+      const link = item.querySelector("a");
+      if (link.firstChild && link.firstChild.nodeType === Node.TEXT_NODE) link.firstChild.textContent = title;
+      else link.prepend(title);
+      link.title = title;
+    }
+
+    // The replies already on the page arrive as escaped text: render them as Markdown.
+    thread.querySelectorAll(".msg-assistant").forEach((article) => {
+      const body = article.querySelector(".msg-body");
+      renderMarkdown(body, body.textContent);
+      setUsage(article, {
+        prompt_tokens: article.dataset.promptTokens, completion_tokens: article.dataset.completionTokens,
+        cached_tokens: article.dataset.cachedTokens,
+      });
+    });
+
+    return {
+      renderMarkdown: renderMarkdown, setUsage: setUsage, setBadge: setBadge, messageElement: messageElement,
+      lastOf: lastOf, refreshEmptyHint: refreshEmptyHint, updateSidebar: updateSidebar,
+    };
+  }
+
+  window.PagodaThread = { create: create, installPageBehaviour: installPageBehaviour };
+})();
