@@ -24,6 +24,8 @@ class EngineConfig:
     tenant_max_blocks_fraction: share of the pool one tenant's requests may hold (None: no cap).
     max_num_waiting: requests queued beyond this are refused at once (backpressure).
     enforce_eager: no CUDA graphs.
+    async_scheduling: on CUDA, overlap the host's work on decode step N+1 with the GPU's on step N
+        (greedy decode batches only; experimental, off by default).
     """
 
     model: str = DEFAULT_MODEL
@@ -41,6 +43,7 @@ class EngineConfig:
     tenant_max_blocks_fraction: float | None = None
     max_num_waiting: int = 4096
     enforce_eager: bool = False
+    async_scheduling: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:

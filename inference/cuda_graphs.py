@@ -36,8 +36,10 @@ class DecodeGraphs:
         self.seq_lens = torch.zeros(n, dtype=torch.int32, device=dev)
         self.cu_seqlens_q = torch.arange(n + 1, dtype=torch.int32, device=dev)
         # Host staging rows, pinned so the copies to the device are asynchronous.
-        self.host = torch.zeros(n, 4 + width, dtype=torch.int64).pin_memory()
-        self.host_np = self.host.numpy()
+        # Two pinned staging buffers used in turn: with overlapped steps, the copy of the step in flight
+        # may still be reading one while the next step is staged into the other.
+        self.hosts = [torch.zeros(n, 4 + width, dtype=torch.int64).pin_memory() for _ in range(2)]
+        self.turn = 0
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.logits: dict[int, torch.Tensor] = {}
         self._capture()
@@ -71,12 +73,18 @@ class DecodeGraphs:
         return (len(out.scheduled) <= self.max_batch
                 and all(s.num_new_tokens == 1 and s.sample and s.seq.pin_key is None for s in out.scheduled))
 
-    def run(self, out: SchedulerOutput) -> torch.Tensor:
-        """Replay the graph of the smallest captured size that holds the batch; returns its logits."""
+    def run(self, out: SchedulerOutput, feed: tuple[torch.Tensor, list[int]] | None = None) -> torch.Tensor:
+        """Replay the graph of the smallest captured size that holds the batch; returns its logits.
+
+        feed = (tokens on the device, index per row or -1): rows whose input token is still being
+        computed by the step in flight take it from there, on the device, without a host round trip.
+        """
         n = len(out.scheduled)
         bs = next(s for s in self.sizes if s >= n)
         block_size = self.runner.block_size
-        host = self.host_np  # numpy view of the pinned buffer: element writes cost ~100 ns, not ~3 us
+        self.turn ^= 1
+        pinned = self.hosts[self.turn]
+        host = pinned.numpy()  # numpy view of the pinned buffer: element writes cost ~100 ns, not ~3 us
         host[:bs, 2] = -1  # padding rows: no slot, no keys
         host[:bs, 3] = 0
         width = 0
@@ -91,8 +99,15 @@ class DecodeGraphs:
             row[4:4 + len(table)] = table
             width = max(width, len(table))
         # Only the block-table columns in use travel; the rest of the device buffer is never read.
-        staged = self.host[:bs, :4 + width].to(self.runner.device, non_blocking=True)
+        staged = pinned[:bs, :4 + width].to(self.runner.device, non_blocking=True)
         self.input_ids[:bs].copy_(staged[:, 0])
+        if feed is not None:
+            tokens, index = feed
+            rows = [i for i, j in enumerate(index) if j >= 0]
+            if rows:
+                dev = self.runner.device
+                self.input_ids[torch.tensor(rows, device=dev)] = tokens[
+                    torch.tensor([index[i] for i in rows], device=dev)]
         self.positions[:bs].copy_(staged[:, 1])
         self.slot_mapping[:bs].copy_(staged[:, 2])
         self.seq_lens[:bs].copy_(staged[:, 3])

@@ -81,6 +81,11 @@ class LLMEngine:
         self.num_steps = 0
         self.num_prompt_tokens_total = 0
         self.num_generation_tokens_total = 0
+        self.overlap = None
+        if config.async_scheduling and self.runner.graphs is not None:
+            from .overlap import OverlappedDecode
+
+            self.overlap = OverlappedDecode(self)
         self.trace: list[StepTrace] | None = None  # set to [] to record every step
         self.last_step_decode_only = False
 
@@ -144,9 +149,17 @@ class LLMEngine:
 
     # -- the step ------------------------------------------------------------------------------------
     def step(self) -> list[StreamDelta]:
+        if self.overlap is not None:
+            deltas = self.overlap.step()
+            if deltas is not None:
+                return deltas
         out = self.scheduler.schedule()
         if out.is_empty:
             return []
+        return self.run_step(out)
+
+    def run_step(self, out: SchedulerOutput) -> list[StreamDelta]:
+        """Compute a scheduled step, wait for its tokens and post-process them."""
         self.num_steps += 1
         self.last_step_decode_only = out.num_batched_tokens == len(out.scheduled)
         scheduled_at = time.monotonic()  # before the forward pass: queue time excludes compute
@@ -223,9 +236,13 @@ class LLMEngine:
         req.on_pinned(pin)
 
     def _append(self, req: _Request, result: tuple[int, dict | None], now: float) -> StreamDelta | None:
+        req.seq.output_token_ids.append(result[0])
+        return self.accept(req, result, now)
+
+    def accept(self, req: _Request, result: tuple[int, dict | None], now: float) -> StreamDelta | None:
+        """Post-process a token already at the end of the sequence's output: stops, text, the delta."""
         seq, params = req.seq, req.seq.params
         token, logprobs = result
-        seq.output_token_ids.append(token)
         self.num_generation_tokens_total += 1
         if logprobs is not None:
             seq.output_logprobs.append(logprobs)

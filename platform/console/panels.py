@@ -6,7 +6,7 @@ from django.utils.crypto import salted_hmac
 import engine_runtime
 from observability.history import engine_history
 from observability.metrics import kv_usage
-from tenants import pinning
+from tenants import pin_events, pinning
 from tenants.models import Tenant
 
 STATS_TOKEN_HEADER = "X-Pagoda-Stats-Token"
@@ -34,9 +34,11 @@ GLOBAL_STATS = (
 
 def engine_stats(engine: Any = None) -> dict:
     """{"engine": status, "stats": {...} or None, "pins": {key: {num_tokens, num_blocks}},
-    "history": the last minutes of throughput and KV use (observability.history)} of the whole engine."""
+    "history": the last minutes of throughput and KV use (observability.history),
+    "pin_listener": this replica's pin-change listener (tenants.pin_events) or None} of the whole engine."""
     engine = engine or engine_runtime.peek()
-    data: dict = {"engine": engine_runtime.status(), "stats": None, "pins": {}}
+    data: dict = {"engine": engine_runtime.status(), "stats": None, "pins": {},
+                  "pin_listener": pin_events.listener_status()}
     if engine is None:
         data["history"] = engine_history.series()
         return data

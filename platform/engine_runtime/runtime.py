@@ -1,8 +1,16 @@
-"""State machine of the one engine of this process: off | stopped -> starting -> ready | failed -> stopped."""
+"""State machine of the one engine of this process: off | stopped -> starting -> ready | failed -> stopped.
+
+A ready engine whose step loop crashed (engine.error set) is "dead". The watchdog thread, started with
+the engine, restarts it (ready -> starting -> ready, start-up hooks re-pin the prompts) at most
+PAGODA_ENGINE_MAX_RESTARTS times an hour; past that the engine stays dead and /health answers 503, so
+an outside supervisor (systemd, the orchestrator) restarts the process. A shutdown() is not a crash.
+"""
 import asyncio
 import atexit
+import collections
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +40,12 @@ _state = "stopped"
 _error: str | None = None
 _num_starts = 0  # engines constructed by this process: a second start() must not add one
 _startup_hooks: list[StartupHook] = []
+_WATCH_INTERVAL_S = 1.0
+_RESTART_WINDOW_S = 3600.0
+_restart_times: collections.deque[float] = collections.deque()  # monotonic times of restarts in the window
+_num_restarts = 0
+_last_crash: str | None = None
+_watchdog: threading.Thread | None = None
 
 
 def add_startup_hook(hook: StartupHook) -> None:
@@ -63,6 +77,7 @@ def start(background: bool = False) -> None:
             return
         _state, _error = "starting", None
         _ready.clear()
+    _start_watchdog()
     if background:
         threading.Thread(target=_load, kwargs={"close_db": True}, name="pagoda-engine-start", daemon=True).start()
     else:
@@ -152,6 +167,8 @@ def status() -> dict:
         "max_model_len": getattr(engine, "max_model_len", None),
         "alive": alive,
         "num_starts": _num_starts,
+        "num_restarts": _num_restarts,
+        "last_crash": _last_crash,
     }
 
 
@@ -166,6 +183,55 @@ def shutdown() -> None:
     if engine is not None:
         logger.info("shutting the engine down")
         engine.shutdown()
+
+
+def _start_watchdog() -> None:
+    global _watchdog
+    with _lock:
+        if _watchdog is not None and _watchdog.is_alive():
+            return
+        _watchdog = threading.Thread(target=_watch, name="pagoda-engine-watchdog", daemon=True)
+    _watchdog.start()
+
+
+def _watch() -> None:
+    while True:
+        time.sleep(_WATCH_INTERVAL_S)
+        try:
+            restart_if_crashed()
+        except Exception:  # the watchdog must outlive a failed restart
+            logger.exception("engine watchdog failed")
+
+
+def restart_if_crashed() -> bool:
+    """Replace a crashed engine (its loop died with an error) by a new one, within the restart budget.
+
+    Returns True if it restarted the engine. Called by the watchdog every second; blocking while the
+    new engine loads (requests meanwhile get EngineUnavailable "still loading", /health 503).
+    """
+    global _engine, _state, _num_restarts, _last_crash
+    now = time.monotonic()
+    with _lock:
+        engine = _engine
+        if _state != "ready" or engine is None or engine.error is None:
+            return False  # running, stopping, or stopped on purpose: nothing to do
+        while _restart_times and now - _restart_times[0] > _RESTART_WINDOW_S:
+            _restart_times.popleft()
+        if len(_restart_times) >= settings.PAGODA_ENGINE_MAX_RESTARTS:
+            if _last_crash != engine.error:
+                logger.error("engine loop crashed (%s); %d restarts in the last hour: leaving it to the "
+                             "supervisor (/health is 503)", engine.error, len(_restart_times))
+            _last_crash = engine.error
+            return False
+        _restart_times.append(now)
+        _num_restarts += 1
+        _last_crash = engine.error
+        _engine, _state = None, "starting"
+        _ready.clear()
+    logger.error("engine loop crashed (%s): restarting the engine (restart %d)", engine.error, _num_restarts)
+    engine.shutdown()  # its loop has ended; this only drops the model and the KV cache
+    _load(close_db=True)
+    return True
 
 
 atexit.register(shutdown)

@@ -4,6 +4,7 @@ HTTP goes to Django (static files served here too unless PAGODA_SERVE_STATIC=fal
 the routes the apps declare (pagoda.routing), behind origin validation and session auth.
 The engine starts here, when this module is loaded: daphne does not run ASGI lifespan events, so
 a lifespan hook would never fire. It loads in a background thread so the server listens meanwhile.
+So does the pin listener (tenants.pin_events): with Redis, prompt changes made on any replica re-pin here.
 """
 import os
 import sys
@@ -55,3 +56,7 @@ application = ProtocolTypeRouter(
 if settings.PAGODA_ENGINE == "on":
     engine_runtime.start(background=True)
     _stop_engine_with_server()
+if settings.PAGODA_ENGINE != "off":  # a server process (tests import this module with the engine off)
+    from tenants import pin_events
+
+    pin_events.start_listener()

@@ -52,13 +52,19 @@ def parse_database_url(url: str | None, default_sqlite_path: Path) -> dict:
     raise ValueError(f"unsupported DATABASE_URL scheme {parsed.scheme!r} (use postgres:// or sqlite://)")
 
 
+# channels-redis waits on Redis in blocking pops of 5 s; redis-py gives up on any read after
+# its default socket_timeout (redis-py 8), also 5 s. Equal, they race: every consumer idle for 5 s died with
+# redis.exceptions.TimeoutError. Reads now wait well past the pop's own timeout.
+REDIS_LAYER_SOCKET_TIMEOUT_S = 30
+
+
 def channel_layers(redis_url: str | None) -> dict:
     """REDIS_URL -> channels-redis; unset -> the in-memory layer (one process only)."""
     if redis_url:
         return {
             "default": {
                 "BACKEND": "channels_redis.core.RedisChannelLayer",
-                "CONFIG": {"hosts": [redis_url]},
+                "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": REDIS_LAYER_SOCKET_TIMEOUT_S}]},
             }
         }
     return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

@@ -21,6 +21,11 @@ Environment:
   PAGODA_LOG_CONTENT    true: request log lines carry the prompt and completion text (default false)
   PAGODA_CHAT_MAX_MESSAGE_CHARS  longest chat message an employee may send, in characters (default 8000)
   PAGODA_CHAT_ENGINE_WAIT_SECONDS  how long a chat turn waits for an engine that is still loading (default 30)
+  PAGODA_REPLICA    this replica's name, sent as the X-Pagoda-Replica response header (default: none)
+  PAGODA_BEHIND_HTTPS_PROXY  true: a TLS-terminating proxy in front sets X-Forwarded-Proto; trust it and
+                    send session / CSRF cookies as Secure (default false)
+  PAGODA_VAR_DIR    where the generated secret key and the SQLite file live (default var/ in the repository)
+Several replicas (deploy/, docs/DEPLOY.md) need one DATABASE_URL, one REDIS_URL and one SECRET_KEY.
 """
 import json
 import os
@@ -50,6 +55,10 @@ SECRET_KEY = _secret_key()
 DEBUG = env.parse_bool(os.environ.get("DEBUG"), default=False)
 ALLOWED_HOSTS = env.parse_list(os.environ.get("ALLOWED_HOSTS"), ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.parse_list(os.environ.get("CSRF_TRUSTED_ORIGINS"), [])
+if env.parse_bool(os.environ.get("PAGODA_BEHIND_HTTPS_PROXY"), default=False):
+    # Only behind a proxy that overwrites X-Forwarded-Proto (deploy/nginx/pagoda.conf does).
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
 
 INSTALLED_APPS = [
     "daphne",  # first: its runserver serves ASGI (websockets included)
@@ -76,6 +85,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "pagoda.middleware.ReplicaRoutingMiddleware",  # X-Pagoda-Replica, and the tenant cookie nginx hashes
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -137,6 +147,9 @@ PAGODA_ENGINE_CONFIG = json.loads(os.environ.get("PAGODA_ENGINE_CONFIG") or "{}"
 # How often the server re-reads the active system prompts to pin changes made by other processes
 # (management commands, other workers); 0 turns the watcher off.
 PAGODA_PIN_SYNC_SECONDS = float(os.environ.get("PAGODA_PIN_SYNC_SECONDS", "5"))
+
+# --- running as one of several replicas (see pagoda.middleware, tenants.pin_events, deploy/) ---
+PAGODA_REPLICA = os.environ.get("PAGODA_REPLICA", "").strip()
 
 PAGODA_ADMIN_USER = os.environ.get("PAGODA_ADMIN_USER", "admin")
 PAGODA_ADMIN_PASSWORD = os.environ.get("PAGODA_ADMIN_PASSWORD", "admin")

@@ -4,9 +4,11 @@ The database says which prompt is active; the engine holds one pin per tenant un
 Every function here is idempotent and tolerates a missing engine (then the start-up hook pins later).
 The last failure per tenant (pin cap reached, prompt too long) is kept in memory for the console.
 
-Changes made in this process re-pin right after their transaction commits. Changes made elsewhere
-(a management command, another server process) are picked up by a background thread that compares
-the active prompts with what was pinned every PAGODA_PIN_SYNC_SECONDS.
+Changes made in this process re-pin right after their transaction commits, and are announced to
+every other server process (replicas) through the channel layer (tenants.pin_events), which re-pin
+at once. A background thread also compares the active prompts with what was pinned every
+PAGODA_PIN_SYNC_SECONDS: the safety net for announcements lost while Redis was unreachable.
+One lock serialises all of it per process (requests, the watcher and the listener).
 """
 import logging
 import threading
@@ -23,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 _PIN_PREFIX = "tenant:"
 _errors_lock = threading.Lock()
+_sync_lock = threading.RLock()  # one pin change at a time in this process (reconcile calls unpin_key)
 _pin_errors: dict[str, str] = {}  # pin key -> why the active prompt is not pinned
 _pinned_versions: dict[str, int] = {}  # pin key -> SystemPrompt id last pinned (or tried) under it
 
@@ -77,25 +80,41 @@ def _pin(engine: Any, prompt: SystemPrompt) -> None:
     logger.info("pinned %s v%s: %d tokens, %d blocks", tenant.pin_key, prompt.version, info.num_tokens, info.num_blocks)
 
 
-def sync_tenant(tenant_id: int, engine: Any = None) -> None:
-    """Pin the tenant's active prompt (re-pinning replaces an older one), or unpin when none is active."""
+def sync_tenant(tenant_id: int, engine: Any = None, *, only_if_changed: bool = False) -> None:
+    """Pin the tenant's active prompt (re-pinning replaces an older one), or unpin when none is active.
+
+    only_if_changed: leave a pin alone when it already holds the active version (an announcement of a
+    change this process has already picked up). Raises Tenant.DoesNotExist for an unknown tenant.
+    """
     engine = engine or engine_runtime.peek()
     if engine is None:
         return
-    tenant = Tenant.objects.get(pk=tenant_id)
-    prompt = SystemPrompt.objects.filter(tenant=tenant, is_active=True).select_related("tenant").first()
-    if prompt is None or not tenant.is_active:
-        unpin_key(tenant.pin_key, engine)
-        return
-    _pin(engine, prompt)
+    with _sync_lock:
+        tenant = Tenant.objects.get(pk=tenant_id)
+        prompt = SystemPrompt.objects.filter(tenant=tenant, is_active=True).select_related("tenant").first()
+        if prompt is None or not tenant.is_active:
+            unpin_key(tenant.pin_key, engine)
+            return
+        if only_if_changed and _pinned_versions.get(tenant.pin_key) == prompt.pk and tenant.pin_key in engine.pins():
+            return
+        _pin(engine, prompt)
+
+
+def sync_key(tenant_id: int, pin_key: str, engine: Any = None, *, only_if_changed: bool = False) -> None:
+    """sync_tenant, or unpin `pin_key` when the tenant no longer exists (it was deleted)."""
+    try:
+        sync_tenant(tenant_id, engine, only_if_changed=only_if_changed)
+    except Tenant.DoesNotExist:
+        unpin_key(pin_key, engine)
 
 
 def unpin_key(key: str, engine: Any = None) -> None:
     engine = engine or engine_runtime.peek()
-    if engine is not None:
-        engine.unpin_prefix(key)
-    _pinned_versions.pop(key, None)
-    _set_error(key, None)
+    with _sync_lock:
+        if engine is not None:
+            engine.unpin_prefix(key)
+        _pinned_versions.pop(key, None)
+        _set_error(key, None)
 
 
 def reconcile(engine: Any, *, force: bool = False) -> None:
@@ -103,14 +122,15 @@ def reconcile(engine: Any, *, force: bool = False) -> None:
 
     Only prompts that changed since they were last pinned are re-pinned, unless `force`.
     """
-    wanted = {}
-    for prompt in SystemPrompt.objects.filter(is_active=True, tenant__is_active=True).select_related("tenant"):
-        wanted[prompt.tenant.pin_key] = prompt
-        if force or _pinned_versions.get(prompt.tenant.pin_key) != prompt.pk:
-            _pin(engine, prompt)
-    for key in set(engine.pins()) | set(_pinned_versions):
-        if key.startswith(_PIN_PREFIX) and key not in wanted:
-            unpin_key(key, engine)
+    with _sync_lock:
+        wanted = {}
+        for prompt in SystemPrompt.objects.filter(is_active=True, tenant__is_active=True).select_related("tenant"):
+            wanted[prompt.tenant.pin_key] = prompt
+            if force or _pinned_versions.get(prompt.tenant.pin_key) != prompt.pk:
+                _pin(engine, prompt)
+        for key in set(engine.pins()) | set(_pinned_versions):
+            if key.startswith(_PIN_PREFIX) and key not in wanted:
+                unpin_key(key, engine)
 
 
 def pin_all_active_prompts(engine: Any) -> None:

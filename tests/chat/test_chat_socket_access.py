@@ -146,3 +146,16 @@ async def test_engine_unavailable_gets_an_error_frame_and_nothing_is_saved(conve
     assert frame["type"] == "error" and frame["code"] == "engine_unavailable", frame
     assert "switched off" in frame["message"]
     assert await database_sync_to_async(_num_messages)() == 0
+
+
+async def test_an_idle_socket_outlives_the_redis_layers_blocking_pop(conversation, member, session_key, settings):
+    """Regression: with channels-redis and redis-py 8 an idle consumer died after 5 s (pagoda.env)."""
+    if "Redis" not in settings.CHANNEL_LAYERS["default"]["BACKEND"]:
+        pytest.skip("only meaningful on the Redis channel layer (REDIS_URL)")
+    import asyncio
+
+    key = await database_sync_to_async(session_key)(member)
+    async with chat_socket(conversation.pk, key) as (communicator, _):
+        await asyncio.sleep(6.5)
+        await send(communicator, "{broken")
+        assert (await next_frame(communicator, timeout=10))["code"] == "invalid_json"

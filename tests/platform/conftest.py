@@ -1,8 +1,8 @@
 """Fixtures for the platform tests.
 
-By default no engine runs (PAGODA_ENGINE=off, no pin watcher). Tests that need the real engine take
-the `engine` fixture: the model loads once per session and is skipped where `inference.AsyncLLM`
-is missing; after each test its tenant pins are dropped.
+By default no engine runs (PAGODA_ENGINE=off, no pin watcher, the in-memory channel layer). Tests that
+need the real engine take the `engine` fixture: the model loads once per session and is skipped where
+`inference.AsyncLLM` is missing; after each test its tenant pins are dropped.
 """
 import contextlib
 import importlib.util
@@ -20,6 +20,8 @@ from tenants.models import Membership
 def _engine_off(settings):
     settings.PAGODA_ENGINE = "off"
     settings.PAGODA_PIN_SYNC_SECONDS = 0
+    # Pin announcements stay in this process, even when the run has REDIS_URL (tests/deploy use Redis).
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast tests only
 
 

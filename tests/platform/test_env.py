@@ -27,7 +27,7 @@ def test_channel_layers_follow_redis_url():
     assert env.channel_layers(None)["default"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
     layer = env.channel_layers("redis://127.0.0.1:6379/1")["default"]
     assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
-    assert layer["CONFIG"]["hosts"] == ["redis://127.0.0.1:6379/1"]
+    assert layer["CONFIG"]["hosts"] == [{"address": "redis://127.0.0.1:6379/1", "socket_timeout": 30}]
 
 
 def test_parse_bool_and_list():

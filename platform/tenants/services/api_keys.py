@@ -9,6 +9,9 @@ from tenants import audit
 from tenants.models import ApiKey, Tenant
 
 KEY_PREFIX = "pgd-"  # makes leaked keys easy to grep for
+# Keys end in ".<tenant slug>": a load balancer routes a key's calls to its tenant's replica without a
+# database (deploy/nginx/pagoda.conf). "." is in neither the random part's alphabet nor a slug's.
+TENANT_SEPARATOR = "."
 _PREFIX_CHARS = 12
 _TOUCH_EVERY = timedelta(seconds=60)  # last_used_at precision: at most one write per key a minute
 
@@ -22,8 +25,12 @@ def hash_api_key(plaintext: str) -> str:
 def create_api_key(
     tenant: Tenant, name: str, *, actor=None, rpm_limit: int | None = None, tpm_limit: int | None = None
 ) -> tuple[ApiKey, str]:
-    """A new key for `tenant`. Returns (row, plaintext); the plaintext is not stored and cannot be shown again."""
-    plaintext = KEY_PREFIX + secrets.token_urlsafe(32)
+    """A new key for `tenant`: pgd-<43 random characters>.<tenant slug>.
+
+    Returns (row, plaintext); the plaintext is not stored and cannot be shown again. Only its hash is
+    looked up, so the format is a hint for routing and for people, not something a check relies on.
+    """
+    plaintext = KEY_PREFIX + secrets.token_urlsafe(32) + TENANT_SEPARATOR + tenant.slug
     key = ApiKey(
         tenant=tenant,
         name=name,

@@ -3,7 +3,7 @@ from django.db import transaction
 from django.db.models import Max
 
 import engine_runtime
-from tenants import audit, pinning
+from tenants import audit, pin_events, pinning
 from tenants.models import SystemPrompt, Tenant
 
 MAX_PROMPT_CHARS = 200_000  # a sanity bound before tokenizing; the real limit is the model's context
@@ -41,7 +41,8 @@ def _lock_tenant(tenant: Tenant) -> None:
 
 
 def _sync_pins_after_commit(tenant: Tenant) -> None:
-    transaction.on_commit(lambda: pinning.sync_tenant(tenant.pk))
+    # Re-pin here, then tell the other replicas (tenants.pin_events).
+    transaction.on_commit(lambda: pin_events.tenant_changed(tenant.pk, tenant.pin_key))
 
 
 @transaction.atomic

@@ -1,6 +1,6 @@
 from django.db import transaction
 
-from tenants import audit, pinning
+from tenants import audit, pin_events
 from tenants.models import Membership, Tenant
 from tenants.services.profiles import create_builtin_profiles
 
@@ -33,7 +33,7 @@ def update_tenant(tenant: Tenant, *, actor=None, name: str | None = None, is_act
     if before != after:
         audit.record("tenant.update", actor=actor, instance=tenant, before=before, after=after)
     if before["is_active"] != tenant.is_active:
-        transaction.on_commit(lambda: pinning.sync_tenant(tenant.pk))
+        transaction.on_commit(lambda: pin_events.tenant_changed(tenant.pk, tenant.pin_key))
     return tenant
 
 
@@ -63,8 +63,8 @@ def remove_member(membership: Membership, *, actor=None) -> None:
 
 def delete_tenant(tenant: Tenant, *, actor=None) -> None:
     """Delete a tenant and everything it owns (prompts, profiles, keys, conversations); the audit log stays."""
-    pin_key = tenant.pin_key
+    tenant_id, pin_key = tenant.pk, tenant.pin_key  # delete() clears the pk
     with transaction.atomic():
         audit.record("tenant.delete", actor=actor, instance=tenant, before=audit.snapshot(tenant))
         tenant.delete()
-        transaction.on_commit(lambda: pinning.unpin_key(pin_key))
+        transaction.on_commit(lambda: pin_events.tenant_changed(tenant_id, pin_key))
