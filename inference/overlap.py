@@ -73,10 +73,7 @@ class OverlappedDecode:
             feed = (self.inflight[1], index)
         logits = self.graphs.run(out, feed)
         tokens = logits.argmax(dim=-1)  # [n] on the device: the next step's inputs
-        host_tokens = torch.empty(tokens.shape, dtype=tokens.dtype, pin_memory=True)
-        host_tokens.copy_(tokens, non_blocking=True)
-        ready = torch.cuda.Event()
-        ready.record()
+        host_tokens, ready = self._copy_to_host(tokens)
         e.num_steps += 1
         e.last_step_decode_only = True
         for s in out.scheduled:
@@ -84,7 +81,18 @@ class OverlappedDecode:
             s.seq.output_token_ids.append(PLACEHOLDER)
         deltas = self._complete(self.inflight) if self.inflight is not None else []
         self.inflight = (out, tokens, host_tokens, ready)
+        if not e.scheduler.has_work():  # every request ended with the last step: the one in flight is waste
+            deltas += self._drain()
         return deltas
+
+    @staticmethod
+    def _copy_to_host(tokens: torch.Tensor):
+        """Start copying the tokens to pinned host memory; returns (host tensor, event to wait on)."""
+        host_tokens = torch.empty(tokens.shape, dtype=tokens.dtype, pin_memory=True)
+        host_tokens.copy_(tokens, non_blocking=True)
+        ready = torch.cuda.Event()
+        ready.record()
+        return host_tokens, ready
 
     def _drain(self) -> list["StreamDelta"]:
         inflight, self.inflight = self.inflight, None

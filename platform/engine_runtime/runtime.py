@@ -213,7 +213,7 @@ def restart_if_crashed() -> bool:
     now = time.monotonic()
     with _lock:
         engine = _engine
-        if _state != "ready" or engine is None or engine.error is None:
+        if _state != "ready" or engine is None or getattr(engine, "error", None) is None:
             return False  # running, stopping, or stopped on purpose: nothing to do
         while _restart_times and now - _restart_times[0] > _RESTART_WINDOW_S:
             _restart_times.popleft()

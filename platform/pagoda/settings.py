@@ -9,6 +9,8 @@ Environment:
   PAGODA_ENGINE     on (start at ASGI start-up) | lazy (start on first use) | off (never; tests) — default on
   PAGODA_ENGINE_CONFIG  JSON object of extra EngineConfig fields, e.g. {"max_model_len": 4096}
   PAGODA_PIN_SYNC_SECONDS  how often the server picks up prompt changes made by other processes (default 5; 0 off)
+  PAGODA_ENGINE_MAX_RESTARTS  restarts of a crashed engine loop per hour before it is left to the
+                    process supervisor (/health stays 503); default 3, 0: never restart in-process
   SECRET_KEY        default: generated once into var/secret_key
   DEBUG             default false
   ALLOWED_HOSTS     comma-separated; default localhost,127.0.0.1,[::1]
@@ -147,6 +149,8 @@ PAGODA_ENGINE_CONFIG = json.loads(os.environ.get("PAGODA_ENGINE_CONFIG") or "{}"
 # How often the server re-reads the active system prompts to pin changes made by other processes
 # (management commands, other workers); 0 turns the watcher off.
 PAGODA_PIN_SYNC_SECONDS = float(os.environ.get("PAGODA_PIN_SYNC_SECONDS", "5"))
+# A crashed engine loop is restarted in-process this many times an hour (engine_runtime's watchdog).
+PAGODA_ENGINE_MAX_RESTARTS = int(os.environ.get("PAGODA_ENGINE_MAX_RESTARTS", "3"))
 
 # --- running as one of several replicas (see pagoda.middleware, tenants.pin_events, deploy/) ---
 PAGODA_REPLICA = os.environ.get("PAGODA_REPLICA", "").strip()

@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from ws_client import WsClient
+from replica_ws import WsClient
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable

@@ -1,0 +1,96 @@
+"""The overlapped decode's bookkeeping (placeholders, one-step-late post-processing, wasted steps of
+finished requests, aborts) checked on the CPU: a stand-in for the CUDA graphs runs the real model eagerly
+and feeds the tokens of the step in flight the way the device does."""
+import pytest
+import torch
+
+from inference import LLM, SamplingParams
+from inference.overlap import PLACEHOLDER, OverlappedDecode
+from inference.cuda_graphs import DecodeGraphs
+
+
+class EagerGraphs:
+    """DecodeGraphs' interface over the eager model: run(out, feed) -> logits."""
+
+    max_batch = 64
+    can_run = DecodeGraphs.can_run
+
+    def __init__(self, runner):
+        self.runner = runner
+
+    def run(self, out, feed=None):
+        input_ids, positions, meta, _ = self.runner.prepare_with_inputs(out, feed)
+        from inference.attention import StepContext
+
+        ctx = StepContext(self.runner.kv_caches, meta, self.runner.cos_sin_cache, self.runner.scale)
+        return self.runner.model.compute_logits(self.runner.model(input_ids, positions, ctx))
+
+
+class Ready:
+    def synchronize(self):
+        pass
+
+
+@pytest.fixture
+def overlapped(tiny_llama_path, monkeypatch):
+    llm = LLM(model=str(tiny_llama_path), progress=False, device="cpu", num_kv_blocks=64)
+    runner = llm.engine.runner
+
+    def prepare_with_inputs(out, feed):
+        ids = []
+        for i, s in enumerate(out.scheduled):
+            tok = s.seq.output_token_ids[-1] if s.seq.output_token_ids else s.seq.prompt_token_ids[-1]
+            if tok == PLACEHOLDER:
+                tok = int(feed[0][feed[1][i]])
+            ids.append(tok)
+        saved = [s.seq.output_token_ids[:] for s in out.scheduled]
+        for s, tok in zip(out.scheduled, ids):  # let prepare() read real tokens
+            if s.seq.output_token_ids:
+                s.seq.output_token_ids[-1] = tok
+        try:
+            return runner.prepare(out)
+        finally:
+            for s, toks in zip(out.scheduled, saved):
+                s.seq.output_token_ids[:] = toks
+
+    runner.prepare_with_inputs = prepare_with_inputs
+    runner.graphs = EagerGraphs(runner)
+    engine = llm.engine
+    engine.overlap = OverlappedDecode(engine)
+    monkeypatch.setattr(OverlappedDecode, "_copy_to_host", staticmethod(lambda t: (t.clone(), Ready())))
+    return llm
+
+
+def test_overlapped_decode_gives_the_synchronous_tokens(overlapped, tiny_llama_path):
+    prompts = [list(range(100 + 30 * i, 110 + 30 * i + i)) for i in range(5)]
+    params = [SamplingParams(temperature=0, max_tokens=n, ignore_eos=True) for n in (3, 9, 17, 30, 1)]
+    got = [o.outputs[0].token_ids for o in overlapped.generate(prompts, params)]
+    assert overlapped.engine.num_steps > 0
+    reference = LLM(model=str(tiny_llama_path), progress=False, device="cpu")
+    want = [o.outputs[0].token_ids for o in reference.generate(prompts, params)]
+    assert got == want
+    assert [len(g) for g in got] == [3, 9, 17, 30, 1]
+    pool = overlapped.engine.block_manager.pool
+    assert pool.num_free == pool.num_blocks
+    assert overlapped.engine.overlap.inflight is None
+
+
+def test_stop_tokens_and_abort_while_a_step_is_in_flight(overlapped, tiny_llama_path):
+    engine = overlapped.engine
+    free_run = overlapped.generate([list(range(300, 320))], SamplingParams(temperature=0, max_tokens=12,
+                                                                              ignore_eos=True))[0]
+    stop_at = free_run.outputs[0].token_ids[5]
+    out = overlapped.generate([list(range(300, 320))], SamplingParams(
+        temperature=0, max_tokens=12, stop_token_ids=[stop_at]))[0].outputs[0]
+    first = free_run.outputs[0].token_ids.index(stop_at)
+    assert out.token_ids == free_run.outputs[0].token_ids[:first + 1] and out.finish_reason == "stop"
+    engine.add_request("a", list(range(400, 420)), SamplingParams(temperature=0, max_tokens=50, ignore_eos=True))
+    engine.add_request("b", list(range(500, 520)), SamplingParams(temperature=0, max_tokens=50, ignore_eos=True))
+    for _ in range(6):
+        engine.step()
+    assert engine.overlap.inflight is not None
+    engine.abort("a")
+    while engine.has_unfinished():
+        engine.step()
+    assert engine.overlap.inflight is None
+    assert engine.block_manager.pool.num_free == engine.block_manager.pool.num_blocks
