@@ -24,6 +24,8 @@ class EngineConfig:
     tenant_max_blocks_fraction: share of the pool one tenant's requests may hold (None: no cap).
     max_num_waiting: requests queued beyond this are refused at once (backpressure).
     enforce_eager: no CUDA graphs.
+    prefill_graphs: on CUDA, also capture single-sequence prefills of up to 128 new tokens (a chat
+        turn after a cached prefix) as CUDA graphs (experimental, off by default).
     async_scheduling: on CUDA, overlap the host's work on decode step N+1 with the GPU's on step N
         (greedy decode batches only; experimental, off by default).
     """
@@ -44,6 +46,7 @@ class EngineConfig:
     max_num_waiting: int = 4096
     enforce_eager: bool = False
     async_scheduling: bool = False
+    prefill_graphs: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:

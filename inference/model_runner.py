@@ -52,7 +52,8 @@ class ModelRunner:
 
             self.graphs = DecodeGraphs(self)
             try:
-                self.prefill_graphs = PrefillGraphs(self)
+                if config.prefill_graphs:
+                    self.prefill_graphs = PrefillGraphs(self)
             except Exception:  # noqa: BLE001 - an optimisation: without it, short prefills run eagerly
                 log.exception("capturing prefill graphs failed; short prefills will run eagerly")
                 torch.cuda.synchronize()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from django.db import DatabaseError
 from django.http import JsonResponse
 
 from engine_runtime import EngineUnavailable
@@ -80,6 +81,9 @@ def to_api_error(exc: BaseException, param_names: dict[str, str] | None = None) 
                         retry_after=ENGINE_RETRY_AFTER_S)
     if isinstance(exc, EngineError):
         return ApiError(500, f"The engine failed: {exc}", type="server_error", code="engine_error")
+    if isinstance(exc, DatabaseError):  # the database went away (or refuses us): retry, nothing was half-written
+        return ApiError(503, "The database is unavailable; try again shortly.", type="server_error",
+                        code="database_unavailable", retry_after=ENGINE_RETRY_AFTER_S)
     return ApiError(500, "Internal server error.", type="server_error", code="internal_error")
 
 

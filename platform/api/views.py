@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 
 from asgiref.sync import sync_to_async
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -12,7 +13,7 @@ import engine_runtime
 from api import completions, profiles
 from api.auth import ApiKeyAuth
 from api.calls import ApiCall
-from api.errors import ApiError, error_response, invalid, param_from_loc
+from api.errors import ApiError, error_response, invalid, param_from_loc, to_api_error
 from api.schemas import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -88,6 +89,9 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:  # e.g. a
 
 @api.exception_handler(Exception)
 def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    if isinstance(exc, DatabaseError):  # e.g. while authenticating the key: a 503, not a bug
+        logger.error("database error in %s %s: %s", request.method, request.path, exc)
+        return error_response(to_api_error(exc))
     logger.exception("unexpected error in %s %s", request.method, request.path)
     return error_response(ApiError(500, "Internal server error.", type="server_error", code="internal_error"))
 

@@ -16,7 +16,7 @@ def engine_health() -> tuple[bool, dict]:
     state = status["state"]
     healthy = state == "ready" and status["alive"]
     body = {"status": "ok" if healthy else "unavailable", "engine": state, "model": status["model"],
-            "max_model_len": status["max_model_len"]}
+            "max_model_len": status["max_model_len"], "num_restarts": status.get("num_restarts", 0)}
     if not healthy:
         if state == "failed":
             body["reason"] = f"the engine failed to start: {status['error']}"

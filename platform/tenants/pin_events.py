@@ -46,9 +46,12 @@ REJOIN_EVERY_S = 600.0
 MAX_RETRY_DELAY_S = 30.0
 
 
-def pin_group() -> str:
-    """The channel-layer group of this installation: pagoda.pins.<12 hex digits of the database's identity>."""
-    db = settings.DATABASES["default"]
+def pin_group(db: dict | None = None) -> str:
+    """The channel-layer group of an installation: pagoda.pins.<12 hex digits of its database's identity>.
+
+    `db` is a DATABASES entry (default: this process's "default").
+    """
+    db = db or settings.DATABASES["default"]
     identity = f"{db['ENGINE']}|{db.get('HOST', '')}|{db.get('PORT', '')}|{db['NAME']}"
     return "pagoda.pins." + hashlib.sha256(identity.encode()).hexdigest()[:12]
 
@@ -170,9 +173,14 @@ class PinListener:
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Leave the group and end the thread (idempotent)."""
         self._stopping = True
-        if self._loop is not None and self._task is not None:
-            self._loop.call_soon_threadsafe(self._task.cancel)
+        loop, task = self._loop, self._task
+        if loop is not None and task is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop closed meanwhile: the thread is ending anyway
+                pass
         if self._thread is not None:
             self._thread.join(timeout)
 

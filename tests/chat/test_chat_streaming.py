@@ -139,15 +139,15 @@ async def test_korean_round_trip(engine, conversation, member, session_key):
     assert reply.content == texts(frames)
     assert "\ufffd" not in reply.content  # no character broken between two deltas
 
-    async def page():
-        from django.test import AsyncClient
+    @database_sync_to_async
+    def page() -> str:
+        from django.test import Client
 
-        client = AsyncClient()
-        await database_sync_to_async(client.force_login)(member)
-        return await client.get(f"/chat/{conversation.pk}/")
+        client = Client()
+        client.force_login(member)
+        return client.get(f"/chat/{conversation.pk}/").content.decode()
 
-    html = (await page()).content.decode()
-    assert content in html
+    assert content in await page()
 
 
 async def test_prompt_longer_than_the_context_gets_an_error_frame(engine, conversation, member, session_key, settings):
