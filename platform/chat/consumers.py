@@ -4,18 +4,20 @@ The socket arrives authenticated by its session cookie and origin-checked (pagod
 route in AllowedHostsOriginValidator + AuthMiddlewareStack). A turn runs as a task beside the receive
 loop, so a stop frame, or the socket closing, is handled while the reply streams: either aborts the
 engine request at once (its KV blocks are freed before the engine's next step and its stream ends with
-finish_reason "abort"), and the partial reply is saved as stopped. Every database step goes through
-database_sync_to_async and tokenizing through a thread: the event loop only moves frames.
+finish_reason "abort"), and the partial reply is saved as stopped. Every database step runs in a
+thread (`_db`) and so does tokenizing: the event loop only moves frames.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 
-from channels.db import database_sync_to_async
+from channels.db import aclose_old_connections, database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.db import close_old_connections
 
 import engine_runtime
 from chat import prompting, protocol, selectors, services
@@ -29,6 +31,23 @@ logger = logging.getLogger(__name__)
 # daphne kills an application that takes over 10 s to close. A closing socket aborts its request at
 # once, then waits at most this long for the turn to save the partial reply before cancelling it.
 DISCONNECT_GRACE_S = 5.0
+
+
+def _db(func):
+    """database_sync_to_async(func), closing the connection the call used when it returns.
+
+    channels closes old connections around the call, but asgiref (3.13 here) runs the function in a
+    copy of the caller's context, where Django keeps that connection: channels' close misses it, and
+    every open socket would hold a database connection for its whole life.
+    """
+    @functools.wraps(func)
+    def run(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return database_sync_to_async(run)
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -45,12 +64,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.closed = False
         # Accept, then close with our code: a socket refused during the handshake reaches the browser
         # as a bare 1006, and the page could not tell "log in again" from "no such conversation".
+        await aclose_old_connections()  # the one the session middleware used to find the user
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
             await self._close(CLOSE_UNAUTHENTICATED)
             return
         try:
-            self.conversation = await database_sync_to_async(selectors.conversation_for_socket)(
+            self.conversation = await _db(selectors.conversation_for_socket)(
                 self.user, self.conversation_id)
         except ChatAccessError as exc:
             await self._close(exc.close_code)
@@ -101,7 +121,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     # -- one turn --------------------------------------------------------------------------------------
     async def _turn(self, frame: protocol.ClientFrame) -> None:
         try:
-            plan = await database_sync_to_async(services.plan_turn)(
+            plan = await _db(services.plan_turn)(
                 self.user, self.conversation_id, content=frame.content, profile_name=frame.profile)
             engine = await engine_runtime.aget_engine(timeout=settings.PAGODA_CHAT_ENGINE_WAIT_SECONDS)
             params = plan.profile.to_sampling_params(n=1, logprobs=None)  # the page shows one reply
@@ -119,7 +139,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.closed:
             return
         request_id = f"chat-{self.conversation_id}-{uuid.uuid4().hex[:16]}"
-        turn = await database_sync_to_async(services.begin_turn)(plan, request_id)
+        try:
+            turn = await _db(services.begin_turn)(plan, request_id)
+        except Exception as exc:  # e.g. the conversation was deleted a moment ago; nothing was saved
+            logger.exception("could not save the turn of conversation %s", self.conversation_id)
+            await self._send(protocol.error_frame(to_chat_error(exc)))
+            return
         await self._send(protocol.start_frame(
             message_id=turn.reply.pk, user_message_id=turn.user_message.pk if turn.user_message else None,
             title=turn.title, profile=plan.profile.name))
@@ -149,15 +174,21 @@ class ChatConsumer(AsyncWebsocketConsumer):
             failure = to_chat_error(exc)
         finally:
             self.engine = self.request_id = None
-            # Shielded: a turn cancelled by a closing socket still stores what it has.
-            await asyncio.shield(database_sync_to_async(services.finish_turn)(
-                turn.reply, stream, status=Message.Status.ERROR if failure else None,
-                error=failure.message if failure else ""))
+            await self._save_reply(turn, stream, failure)
         if failure is not None:
             await self._send(protocol.error_frame(failure, message_id=turn.reply.pk))
         else:
             await self._send(protocol.done_frame(message_id=turn.reply.pk, status=stream.status,
                                                  finish_reason=stream.finish_reason or "abort", usage=stream.usage()))
+
+    async def _save_reply(self, turn: services.Turn, stream: ReplyStream, failure: ChatError | None) -> None:
+        try:
+            # Shielded: a turn cancelled by a closing socket still stores what it has.
+            await asyncio.shield(_db(services.finish_turn)(
+                turn.reply, stream, status=Message.Status.ERROR if failure else None,
+                error=failure.message if failure else ""))
+        except Exception:  # the database went away: the row stays pending, the page shows it incomplete
+            logger.exception("could not save reply %s", turn.reply.pk)
 
     async def _forward(self, engine, plan: services.TurnPlan, prompt_ids: list[int], params, request_id: str,
                        stream: ReplyStream) -> None:

@@ -3,14 +3,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.db import close_old_connections
 
 from engine_runtime import runtime
 
 FRAME_TIMEOUT_S = 120  # a reply on two shared CPU cores; the tests ask for few tokens
+
+
+def db(func):
+    """database_sync_to_async that also closes the connection the call used (see chat.consumers._db):
+    test tasks must not keep connections open past the test database's teardown."""
+    @functools.wraps(func)
+    def run(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return database_sync_to_async(run)
 
 
 def asgi_application():
@@ -71,7 +86,7 @@ def texts(frames: list[dict]) -> str:
 
 async def wait_for(predicate, timeout: float = 10.0) -> bool:
     """Poll a sync predicate (run off the event loop, so it may use the ORM) until it holds."""
-    check = database_sync_to_async(predicate)
+    check = db(predicate)
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         if await check():

@@ -51,7 +51,9 @@ def engine(real_engine, db):
 
 @pytest.fixture
 def tenant(db):
-    tenant = services.create_tenant(name="Acme", slug="acme")
+    # Its own slug: the engine's prefix cache is per tenant, so what these tests leave cached never
+    # turns into surprise prefix hits for other suites' tenants (the observability tests count them).
+    tenant = services.create_tenant(name="Acme", slug="chat-acme")
     # Short, deterministic replies by default; `long` replies for stopping mid-way.
     services.save_profile(SamplingProfile(tenant=tenant, name="quick", temperature=0.0, max_tokens=6, is_default=True))
     services.save_profile(SamplingProfile(tenant=tenant, name="long", temperature=0.8, max_tokens=48, ignore_eos=True,
@@ -61,7 +63,7 @@ def tenant(db):
 
 @pytest.fixture
 def other_tenant(db):
-    return services.create_tenant(name="Globex", slug="globex")
+    return services.create_tenant(name="Globex", slug="chat-globex")
 
 
 @pytest.fixture

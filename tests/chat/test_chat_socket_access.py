@@ -3,9 +3,8 @@ before anything is saved."""
 import json
 
 import pytest
-from channels.db import database_sync_to_async
 
-from chat_testing import chat_socket, next_frame, runtime_set_aside, send
+from chat_testing import chat_socket, db, next_frame, runtime_set_aside, send
 from tenants import services
 from tenants.models import Message
 
@@ -28,15 +27,15 @@ async def test_unauthenticated_socket_is_closed_with_4401(conversation):
 
 
 async def test_someone_elses_conversation_is_closed_with_4403(conversation, other_tenant, make_user, session_key):
-    outsider = await database_sync_to_async(make_user)("otto", other_tenant)
-    key = await database_sync_to_async(session_key)(outsider)
+    outsider = await db(make_user)("otto", other_tenant)
+    key = await db(session_key)(outsider)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await _expect_close(communicator, 4403)
 
 
 async def test_same_tenant_colleague_is_refused_too(conversation, tenant, make_user, session_key):
-    colleague = await database_sync_to_async(make_user)("cole", tenant)
-    key = await database_sync_to_async(session_key)(colleague)
+    colleague = await db(make_user)("cole", tenant)
+    key = await db(session_key)(colleague)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await _expect_close(communicator, 4403)
 
@@ -44,20 +43,20 @@ async def test_same_tenant_colleague_is_refused_too(conversation, tenant, make_u
 async def test_a_member_who_left_the_tenant_is_refused(conversation, member, session_key):
     from tenants.models import Membership
 
-    await database_sync_to_async(lambda: Membership.objects.filter(user=member).delete())()
-    key = await database_sync_to_async(session_key)(member)
+    await db(lambda: Membership.objects.filter(user=member).delete())()
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await _expect_close(communicator, 4403)
 
 
 async def test_unknown_conversation_is_closed_with_4404(member, session_key):
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(999_999, key) as (communicator, _):
         await _expect_close(communicator, 4404)
 
 
 async def test_foreign_origin_is_rejected_at_the_handshake(conversation, member, session_key):
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key, origin="https://evil.example") as (_, connected):
         assert not connected
 
@@ -79,7 +78,7 @@ async def test_foreign_origin_is_rejected_at_the_handshake(conversation, member,
     ],
 )
 async def test_bad_frames_get_an_error_frame_and_nothing_is_saved(conversation, member, session_key, raw, code):
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, connected):
         assert connected
         await send(communicator, raw)
@@ -89,11 +88,11 @@ async def test_bad_frames_get_an_error_frame_and_nothing_is_saved(conversation, 
         # The socket stays usable: a stop when nothing runs is a silent no-op.
         await send(communicator, {"type": "stop"})
         assert await communicator.receive_nothing(timeout=0.3)
-    assert await database_sync_to_async(_num_messages)() == 0
+    assert await db(_num_messages)() == 0
 
 
 async def test_binary_frames_are_refused(conversation, member, session_key):
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await communicator.send_to(bytes_data=b'{"type": "stop"}')
         frame = await next_frame(communicator, timeout=10)
@@ -102,50 +101,50 @@ async def test_binary_frames_are_refused(conversation, member, session_key):
 
 async def test_message_limit_is_a_setting(conversation, member, session_key, settings):
     settings.PAGODA_CHAT_MAX_MESSAGE_CHARS = 10
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await send(communicator, {"type": "user_message", "content": "eleven char"})
         frame = await next_frame(communicator, timeout=10)
         assert frame["code"] == "message_too_long" and "10" in frame["message"]
-    assert await database_sync_to_async(_num_messages)() == 0
+    assert await db(_num_messages)() == 0
 
 
 async def test_unknown_profile_is_refused_before_anything_is_saved(conversation, member, session_key):
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await send(communicator, {"type": "user_message", "content": "hi", "profile": "chat-gpt-9"})
         frame = await next_frame(communicator, timeout=10)
         assert frame["code"] == "unknown_profile"
-    assert await database_sync_to_async(_num_messages)() == 0
+    assert await db(_num_messages)() == 0
 
 
 async def test_another_tenants_profile_is_unknown_here(conversation, member, other_tenant, session_key):
     from tenants.models import SamplingProfile
 
-    await database_sync_to_async(
+    await db(
         lambda: services.save_profile(SamplingProfile(tenant=other_tenant, name="globex-only")))()
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await send(communicator, {"type": "user_message", "content": "hi", "profile": "globex-only"})
         assert (await next_frame(communicator, timeout=10))["code"] == "unknown_profile"
 
 
 async def test_regenerate_with_nothing_to_answer(conversation, member, session_key):
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await send(communicator, {"type": "regenerate"})
         assert (await next_frame(communicator, timeout=10))["code"] == "nothing_to_regenerate"
 
 
 async def test_engine_unavailable_gets_an_error_frame_and_nothing_is_saved(conversation, member, session_key):
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     with runtime_set_aside():  # PAGODA_ENGINE is off here: engine_runtime raises EngineUnavailable
         async with chat_socket(conversation.pk, key) as (communicator, _):
             await send(communicator, {"type": "user_message", "content": "Is anyone there?"})
             frame = await next_frame(communicator, timeout=10)
     assert frame["type"] == "error" and frame["code"] == "engine_unavailable", frame
     assert "switched off" in frame["message"]
-    assert await database_sync_to_async(_num_messages)() == 0
+    assert await db(_num_messages)() == 0
 
 
 async def test_an_idle_socket_outlives_the_redis_layers_blocking_pop(conversation, member, session_key, settings):
@@ -154,8 +153,34 @@ async def test_an_idle_socket_outlives_the_redis_layers_blocking_pop(conversatio
         pytest.skip("only meaningful on the Redis channel layer (REDIS_URL)")
     import asyncio
 
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await asyncio.sleep(6.5)
         await send(communicator, "{broken")
         assert (await next_frame(communicator, timeout=10))["code"] == "invalid_json"
+
+
+async def test_an_open_socket_holds_no_database_connection(conversation, member, session_key):
+    """Regression: channels' own close missed the connection of each call (asgiref runs it in a copied
+    context), so every open chat tab held a PostgreSQL connection until it closed."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("counts server-side sessions: PostgreSQL only")
+
+    import psycopg
+
+    params = connection.get_connection_params()
+    dsn = {k: params[k] for k in ("host", "port", "user", "password") if params.get(k)}
+
+    def num_connections() -> int:  # counted from outside Django, on the server
+        with psycopg.connect(dbname="postgres", **dsn) as outside:
+            row = outside.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [params["dbname"]])
+            return row.fetchone()[0]
+
+    key = await db(session_key)(member)
+    before = num_connections()
+    async with chat_socket(conversation.pk, key) as (communicator, _):
+        await send(communicator, {"type": "regenerate"})  # a turn that reads the database, then refuses
+        assert (await next_frame(communicator, timeout=10))["code"] == "nothing_to_regenerate"
+        assert num_connections() == before

@@ -4,22 +4,21 @@ Replies are kept to a few tokens; `long` (48 tokens, no EOS) is only used to sto
 import asyncio
 
 import pytest
-from channels.db import database_sync_to_async
 
 from chat import selectors as chat_selectors
-from chat_testing import chat_socket, first_delta, frames_until_end, next_frame, send, texts, wait_for
+from chat_testing import chat_socket, db, first_delta, frames_until_end, next_frame, send, texts, wait_for
 from tenants import services
 from tenants.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@database_sync_to_async
+@db
 def _messages(conversation_id: int) -> list[Message]:
     return list(Message.objects.filter(conversation_id=conversation_id).order_by("created_at", "id"))
 
 
-@database_sync_to_async
+@db
 def _conversation(conversation_id: int) -> Conversation:
     return Conversation.objects.select_related("profile").get(pk=conversation_id)
 
@@ -30,7 +29,7 @@ def _idle(engine) -> bool:
 
 
 async def test_reply_streams_deltas_that_add_up_to_the_saved_reply(engine, conversation, member, session_key):
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await send(communicator, {"type": "user_message", "content": "Name one colour."})
         frames = await frames_until_end(communicator)
@@ -56,10 +55,10 @@ async def test_reply_streams_deltas_that_add_up_to_the_saved_reply(engine, conve
 
 async def test_system_prompt_is_applied_and_hits_the_pinned_prefix(engine, tenant, conversation, member, session_key):
     text = "You are Acme's internal assistant. Answer briefly and politely. " * 4
-    prompt = await database_sync_to_async(services.create_system_prompt)(tenant, text)  # pinned on commit
-    pinned = engine.pins()["tenant:acme"]
+    prompt = await db(services.create_system_prompt)(tenant, text)  # pinned on commit
+    pinned = engine.pins()["tenant:chat-acme"]
     assert pinned.num_tokens >= 16
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await send(communicator, {"type": "user_message", "content": "Hi"})
         done = (await frames_until_end(communicator))[-1]
@@ -72,7 +71,7 @@ async def test_system_prompt_is_applied_and_hits_the_pinned_prefix(engine, tenan
 
 
 async def test_stop_mid_reply_saves_the_partial_reply_and_frees_the_blocks(engine, conversation, member, session_key):
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await send(communicator, {"type": "user_message", "content": "Tell me a long story.", "profile": "long"})
         before = await first_delta(communicator)
@@ -92,7 +91,7 @@ async def test_stop_mid_reply_saves_the_partial_reply_and_frees_the_blocks(engin
 
 async def test_closing_the_socket_aborts_the_request_and_keeps_the_partial_reply(engine, conversation, member,
                                                                                  session_key):
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await send(communicator, {"type": "user_message", "content": "Count slowly to fifty.", "profile": "long"})
         before = await first_delta(communicator)
@@ -106,7 +105,7 @@ async def test_closing_the_socket_aborts_the_request_and_keeps_the_partial_reply
 
 
 async def test_regenerate_replaces_the_last_reply(engine, conversation, member, session_key):
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await send(communicator, {"type": "user_message", "content": "Say hello."})
         first = await frames_until_end(communicator)
@@ -120,13 +119,13 @@ async def test_regenerate_replaces_the_last_reply(engine, conversation, member, 
     assert first[-1]["usage"]["prompt_tokens"] == second[-1]["usage"]["prompt_tokens"]  # the same question again
     rows = await _messages(conversation.pk)
     assert [m.role for m in rows] == ["user", "assistant", "assistant"]  # the first reply stays (usage)
-    shown = await database_sync_to_async(chat_selectors.thread)(await _conversation(conversation.pk))
+    shown = await db(chat_selectors.thread)(await _conversation(conversation.pk))
     assert [m.pk for m in shown] == [rows[0].pk, start["message_id"]]
 
 
 async def test_korean_round_trip(engine, conversation, member, session_key):
     content = "안녕하세요! 서울의 오늘 날씨를 한 문장으로 알려 주세요. 🙂"
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await send(communicator, {"type": "user_message", "content": content})
         raw_start = await communicator.receive_from(timeout=60)
@@ -139,7 +138,7 @@ async def test_korean_round_trip(engine, conversation, member, session_key):
     assert reply.content == texts(frames)
     assert "\ufffd" not in reply.content  # no character broken between two deltas
 
-    @database_sync_to_async
+    @db
     def page() -> str:
         from django.test import Client
 
@@ -154,7 +153,7 @@ async def test_prompt_longer_than_the_context_gets_an_error_frame(engine, conver
     settings.PAGODA_CHAT_MAX_MESSAGE_CHARS = 200_000
     content = "안녕하세요 여러분 " * (engine.max_model_len // 2)
     assert engine.count_tokens(content) > engine.max_model_len
-    key = await database_sync_to_async(session_key)(member)
+    key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (communicator, _):
         await send(communicator, {"type": "user_message", "content": content})
         frame = await next_frame(communicator)
@@ -164,8 +163,8 @@ async def test_prompt_longer_than_the_context_gets_an_error_frame(engine, conver
 
 
 async def test_two_sockets_of_one_user_stream_side_by_side(engine, tenant, member, session_key):
-    one, two = [await database_sync_to_async(services.create_conversation)(tenant, member) for _ in range(2)]
-    key = await database_sync_to_async(session_key)(member)
+    one, two = [await db(services.create_conversation)(tenant, member) for _ in range(2)]
+    key = await db(session_key)(member)
     async with chat_socket(one.pk, key) as (a, _), chat_socket(two.pk, key) as (b, _):
         await send(a, {"type": "user_message", "content": "One?"})
         await send(b, {"type": "user_message", "content": "Two?"})

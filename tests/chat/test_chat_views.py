@@ -107,7 +107,7 @@ def test_user_of_two_tenants_picks_one_for_a_new_chat(client_of, member, other_t
     services.add_member(other_tenant, member)
     client = client_of(member)
     assert b'name="tenant"' in client.get(reverse("chat:index")).content
-    client.post(reverse("chat:new"), {"tenant": "globex"})
+    client.post(reverse("chat:new"), {"tenant": "chat-globex"})
     assert Conversation.objects.get(user=member).tenant == other_tenant
 
 

@@ -13,7 +13,8 @@ from tenants.models import SystemPrompt
 class Command(BaseCommand):
     help = (
         "Save a new version of a tenant's system prompt and activate it; or roll back, deactivate, list. "
-        "The running server picks the change up within PAGODA_PIN_SYNC_SECONDS and re-pins it."
+        "Running servers re-pin it at once when they share Redis (the change is announced to every "
+        "replica), else within PAGODA_PIN_SYNC_SECONDS."
     )
 
     def add_arguments(self, parser):
