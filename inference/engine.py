@@ -108,8 +108,11 @@ class LLMEngine:
         if request_id in self.requests:
             raise InvalidRequestError(f"request id {request_id!r} is already running", field="request_id")
         self.validate(prompt_token_ids, params)
-        if self.scheduler.num_waiting >= self.config.max_num_waiting:
-            raise QueueFullError(f"{self.scheduler.num_waiting} requests are waiting; try again shortly")
+        # Requests added since the last step sit in the waiting queue until it runs; those that the next
+        # step admits into free sequence slots are not queued, so a burst is not refused for them.
+        num_queued = self.scheduler.num_waiting - max(0, self.config.max_num_seqs - self.scheduler.num_running)
+        if num_queued >= self.config.max_num_waiting:
+            raise QueueFullError(f"{num_queued} requests are waiting; try again shortly")
         seq = Sequence(request_id, list(prompt_token_ids), params, tenant, prompt)
         detok = None
         if self.tokenizer is not None:
