@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import JsonResponse
 
@@ -81,6 +82,8 @@ def to_api_error(exc: BaseException, param_names: dict[str, str] | None = None) 
                         retry_after=ENGINE_RETRY_AFTER_S)
     if isinstance(exc, EngineError):
         return ApiError(500, f"The engine failed: {exc}", type="server_error", code="engine_error")
+    if isinstance(exc, RequestDataTooBig):  # over DATA_UPLOAD_MAX_MEMORY_SIZE: the client's error, not ours
+        return ApiError(413, "The request body is too large.", code="request_too_large")
     if isinstance(exc, DatabaseError):  # the database went away (or refuses us): retry, nothing was half-written
         return ApiError(503, "The database is unavailable; try again shortly.", type="server_error",
                         code="database_unavailable", retry_after=ENGINE_RETRY_AFTER_S)

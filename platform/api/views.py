@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
@@ -14,6 +15,7 @@ from api import completions, profiles
 from api.auth import ApiKeyAuth
 from api.calls import ApiCall
 from api.errors import ApiError, error_response, invalid, param_from_loc, to_api_error
+from api.parsing import TextJsonParser
 from api.schemas import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -61,6 +63,7 @@ api = PagodaAPI(
     openapi_url="/openapi.json",
     docs_url="/docs",
     auth=ApiKeyAuth(),
+    parser=TextJsonParser(),
 )
 
 
@@ -91,6 +94,8 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:  # e.g. a
 def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     if isinstance(exc, DatabaseError):  # e.g. while authenticating the key: a 503, not a bug
         logger.error("database error in %s %s: %s", request.method, request.path, exc)
+        return error_response(to_api_error(exc))
+    if isinstance(exc, RequestDataTooBig):  # read while parsing the body: 413
         return error_response(to_api_error(exc))
     logger.exception("unexpected error in %s %s", request.method, request.path)
     return error_response(ApiError(500, "Internal server error.", type="server_error", code="internal_error"))

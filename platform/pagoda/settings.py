@@ -24,8 +24,10 @@ Environment:
   PAGODA_CHAT_MAX_MESSAGE_CHARS  longest chat message an employee may send, in characters (default 8000)
   PAGODA_CHAT_ENGINE_WAIT_SECONDS  how long a chat turn waits for an engine that is still loading (default 30)
   PAGODA_REPLICA    this replica's name, sent as the X-Pagoda-Replica response header (default: none)
-  PAGODA_BEHIND_HTTPS_PROXY  true: a TLS-terminating proxy in front sets X-Forwarded-Proto; trust it and
-                    send session / CSRF cookies as Secure (default false)
+  PAGODA_BEHIND_HTTPS_PROXY  true: a TLS-terminating proxy in front sets X-Forwarded-Proto; trust it,
+                    send session / CSRF cookies as Secure, redirect HTTP to HTTPS and send HSTS (default false)
+  PAGODA_SSL_REDIRECT / PAGODA_HSTS_SECONDS / PAGODA_HSTS_INCLUDE_SUBDOMAINS / PAGODA_HSTS_PRELOAD
+                    with the above: default true / one year / true / false
   PAGODA_VAR_DIR    where the generated secret key and the SQLite file live (default var/ in the repository)
 Several replicas (deploy/, docs/DEPLOY.md) need one DATABASE_URL, one REDIS_URL and one SECRET_KEY.
 """
@@ -61,6 +63,15 @@ if env.parse_bool(os.environ.get("PAGODA_BEHIND_HTTPS_PROXY"), default=False):
     # Only behind a proxy that overwrites X-Forwarded-Proto (deploy/nginx/pagoda.conf does).
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    # Production over HTTPS (`manage.py check --deploy` is clean): plain HTTP is redirected, except the
+    # probes a load balancer sends straight to a replica, and browsers keep to HTTPS (HSTS).
+    SECURE_SSL_REDIRECT = env.parse_bool(os.environ.get("PAGODA_SSL_REDIRECT"), default=True)
+    SECURE_REDIRECT_EXEMPT = [r"^health$", r"^metrics$"]
+    SECURE_HSTS_SECONDS = int(os.environ.get("PAGODA_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.parse_bool(os.environ.get("PAGODA_HSTS_INCLUDE_SUBDOMAINS"), default=True)
+    SECURE_HSTS_PRELOAD = env.parse_bool(os.environ.get("PAGODA_HSTS_PRELOAD"), default=False)
+    if not SECURE_HSTS_PRELOAD:  # an intranet host is not on the browsers' preload list: nothing to warn about
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
 
 INSTALLED_APPS = [
     "daphne",  # first: its runserver serves ASGI (websockets included)

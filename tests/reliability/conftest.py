@@ -11,14 +11,12 @@ The heavy runs (200 chats + 100 streams, 1,000 disconnects) are behind PAGODA_LO
 from __future__ import annotations
 
 import logging
-import os
 
 import pytest
 
 import reliability_server as rs
 
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise at these volumes
-LOAD_TESTS = os.environ.get("PAGODA_LOAD_TESTS", "") == "1"
 
 ROOMY = {"num_kv_blocks": 512, "max_num_seqs": 64}
 TIGHT = {"num_kv_blocks": 40, "max_num_seqs": 4, "max_num_waiting": 6, "max_num_batched_tokens": 256}

@@ -20,11 +20,12 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "api"))
+sys.path.append(str(ROOT / "tests" / "api"))
 
 import api_live_server as live  # noqa: E402  (a sibling folder's module: the tests folders are not packages)
 
 PYTHON = sys.executable
+LOAD_TESTS = os.environ.get("PAGODA_LOAD_TESTS", "") == "1"  # the heavy runs (load.py, 1,000 disconnects)
 HERE = Path(__file__).resolve().parent
 
 

@@ -1,0 +1,184 @@
+"""The database going away under a live server on PostgreSQL: the server runs as its own role, and the
+test takes that role's access away (ALTER ROLE ... NOLOGIN, its sessions terminated), then gives it
+back. Requests meanwhile get clean errors (503 JSON on /v1, Django's plain 500 page elsewhere, a
+refused socket), nothing half-written is left behind, and the server serves again once it is back.
+
+Uses the PostgreSQL at PAGODA_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres,
+a role that may create roles and databases); skipped if none answers."""
+import asyncio
+import os
+import time
+
+import httpx
+import pytest
+
+import api_client
+import reliability_server as rs
+from ws_client import next_frame, open_chat, run_turn
+
+ADMIN_URL = os.environ.get("PAGODA_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+CHAT = [{"role": "user", "content": "Hello!"}]
+
+
+def _admin():
+    import psycopg
+
+    return psycopg.connect(ADMIN_URL.replace("postgres://", "postgresql://", 1), autocommit=True, connect_timeout=3)
+
+
+class Outage:
+    """While inside: the server's role cannot log in and its open sessions are gone."""
+
+    def __init__(self, role: str):
+        self.role = role
+
+    def __enter__(self):
+        with _admin() as conn:
+            conn.execute(f'ALTER ROLE "{self.role}" NOLOGIN')
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (self.role,))
+        return self
+
+    def __exit__(self, *exc):
+        with _admin() as conn:
+            conn.execute(f'ALTER ROLE "{self.role}" LOGIN')
+
+
+@pytest.fixture(scope="module")
+def pg_server(tmp_path_factory, tiny_llama_path):
+    try:
+        _admin().close()
+    except Exception as exc:  # noqa: BLE001 - no server to test against
+        pytest.skip(f"no PostgreSQL at {ADMIN_URL}: {exc}")
+    name = f"pagoda_rel_outage_{os.getpid()}"
+    with _admin() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+        conn.execute(f'CREATE ROLE "{name}" LOGIN')
+        conn.execute(f'CREATE DATABASE "{name}" OWNER "{name}"')
+    host = ADMIN_URL.split("@", 1)[1].split("/", 1)[0]
+    try:
+        with rs.running_server(tmp_path_factory.mktemp("pg-server"), str(tiny_llama_path),
+                               engine_config={"num_kv_blocks": 256},
+                               seed={"num_users": 1, "num_conversations": 6, "max_tokens": 6, "long_tokens": 60},
+                               database_url=f"postgres://{name}@{host}/{name}") as server:
+            server.role = name
+            server.db = rs.live.LiveDb(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}")  # reads as the admin
+            yield server
+    finally:
+        with _admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+async def _api_calls(server):
+    async with api_client.client(4) as http:
+        plain = await api_client.post(http, server, "chat/completions", {"model": "quick", "messages": CHAT}, "acme")
+        streamed = await api_client.stream(http, server, "chat/completions", {"model": "quick", "messages": CHAT},
+                                           "acme")
+        models = await http.get(f"{server.url}/v1/models", headers=api_client.auth(server, "acme"), timeout=30)
+        return plain, streamed, models
+
+
+async def _chat(server, conversation_id: int, profile: str = "quick"):
+    user = server.users[0]
+    try:
+        async with open_chat(server, conversation_id, user["session"]) as ws:
+            return await run_turn(ws, "Hello", profile=profile, timeout=60)
+    except Exception as exc:  # noqa: BLE001 - a refused socket is a clean answer here
+        return exc
+
+
+def _integrity(server) -> dict:
+    db = server.db
+    return {
+        "usage_without_status": db.row("SELECT COUNT(*) AS n FROM tenants_apiusage WHERE status_code IS NULL")["n"],
+        "user_messages": db.row("SELECT COUNT(*) AS n FROM tenants_message WHERE role = 'user'")["n"],
+        "replies": db.row("SELECT COUNT(*) AS n FROM tenants_message WHERE role = 'assistant'")["n"],
+        "pending": db.row("SELECT COUNT(*) AS n FROM tenants_message WHERE status = 'pending'")["n"],
+    }
+
+
+def test_while_the_database_is_gone_requests_get_clean_errors(pg_server):
+    user = pg_server.users[0]
+    plain, streamed, models = asyncio.run(_api_calls(pg_server))
+    assert (plain[0], streamed.status, models.status_code) == (200, 200, 200)
+    before = _integrity(pg_server)
+
+    with Outage(pg_server.role):
+        plain, streamed, models = asyncio.run(_api_calls(pg_server))
+        for status, body, headers in [(plain[0], plain[1], plain[2]), (streamed.status, streamed.error, {}),
+                                      (models.status_code, models.json(), models.headers)]:
+            assert status == 503 and body["error"]["code"] == "database_unavailable", body
+        assert int(plain[2]["retry-after"]) >= 1
+        page = httpx.get(f"{pg_server.url}/chat/", cookies={"sessionid": user["session"]}, timeout=30)
+        assert page.status_code == 500 and "Traceback" not in page.text  # Django's plain page (DEBUG off)
+        socket = asyncio.run(_chat(pg_server, user["conversations"][0]))
+        assert isinstance(socket, Exception) or socket.end["type"] == "error", socket  # refused, never hung
+        assert pg_server.health()[0] == 200 and pg_server.alive()  # the engine does not need the database
+
+    assert _integrity(pg_server) == before  # nothing was written, nothing half-written
+    plain, streamed, models = asyncio.run(_api_calls(pg_server))
+    assert (plain[0], streamed.status, models.status_code) == (200, 200, 200)
+    turn = asyncio.run(_chat(pg_server, user["conversations"][1]))
+    assert turn.end["type"] == "done" and turn.end["status"] == "complete"
+
+
+async def _streams_across_an_outage(server):
+    """Streams and a chat reply start, the database goes away and comes back while they run."""
+    user = server.users[0]
+    body = {"model": "long", "messages": [{"role": "user", "content": "A long story, please."}]}
+    async with api_client.client(8) as http:
+        streams = [asyncio.create_task(api_client.stream(http, server, "chat/completions", body, "acme"))
+                   for _ in range(4)]
+        chat = asyncio.create_task(_chat(server, user["conversations"][2], profile="long"))
+        await asyncio.sleep(0.5)
+        with Outage(server.role):
+            await asyncio.sleep(1.0)
+            results = await asyncio.gather(*streams)
+            try:
+                turn = await asyncio.wait_for(chat, 60)
+            except TimeoutError:
+                turn = None
+        return results, turn
+
+
+def test_an_outage_mid_answer_leaves_no_half_written_rows(pg_server):
+    results, _ = asyncio.run(_streams_across_an_outage(pg_server))
+    for s in results:  # the engine needs no database: the answers themselves complete
+        assert s.status == 200 and s.events[-1] == "[DONE]"
+    time.sleep(1)
+    rows = pg_server.db.rows("SELECT status_code, num_output_tokens, finish_reason FROM tenants_apiusage "
+                             "WHERE request_id = ANY(%s)", ([s.id for s in results],))
+    # A usage row is written whole or not at all (the ones due during the outage are lost and logged).
+    assert all(r["status_code"] == 200 and r["num_output_tokens"] == 60 and r["finish_reason"] == "length"
+               for r in rows), rows
+    assert _integrity(pg_server)["usage_without_status"] == 0
+
+
+async def _chat_reply_across_an_outage(server) -> tuple[list[dict], int]:
+    """A chat reply streams; the database goes away before it ends and stays away until its end frame
+    came (or 30 s passed)."""
+    user = server.users[0]
+    async with open_chat(server, user["conversations"][3], user["session"]) as ws:
+        turn = await run_turn(ws, "A long story, please.", profile="long", stop_after_first_delta=True)
+        with Outage(server.role):
+            try:
+                while turn.end is None:
+                    turn.frames.append(await next_frame(ws, 30))
+            except TimeoutError:
+                pass
+    return turn.frames, turn.frames[0]["message_id"]
+
+
+def test_a_chat_reply_across_an_outage_ends_with_a_frame(pg_server):
+    frames, reply_id = asyncio.run(_chat_reply_across_an_outage(pg_server))
+    assert frames[-1]["type"] in ("done", "error"), f"no end frame in 30 s; last: {frames[-1]}"
+    print(f"\nreply across an outage ended with {frames[-1]}")
+
+
+@pytest.mark.xfail(strict=True, reason="chat.consumers saves a reply once, at its end: when that save fails "
+                                       "the row stays 'pending' (shown as Incomplete); see docs/RELIABILITY.md")
+def test_a_chat_reply_whose_save_failed_is_not_left_pending(pg_server):
+    _, reply_id = asyncio.run(_chat_reply_across_an_outage(pg_server))
+    row = pg_server.db.row("SELECT status FROM tenants_message WHERE id = %s", (reply_id,))
+    assert row["status"] != "pending"
