@@ -25,4 +25,4 @@ PY=${PAGODA_PYTHON:-.venv/bin/python}
 echo "pagoda replica $PAGODA_REPLICA on ${HOST:-127.0.0.1}:$PORT (CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES')"
 # --proxy-headers: the client address comes from X-Forwarded-For, which nginx overwrites (never appends),
 # so /metrics' address allow-list and the request logs see the real client, not the proxy.
-exec "$PY" -m daphne --proxy-headers -b "${HOST:-127.0.0.1}" -p "$PORT" pagoda.asgi:application
+exec "$PY" -m daphne --proxy-headers --websocket_connect_timeout 30 -b "${HOST:-127.0.0.1}" -p "$PORT" pagoda.asgi:application

@@ -26,4 +26,5 @@ cat <<MSG
   Change a default password with: .venv/bin/python manage.py changepassword ${PAGODA_ADMIN_USER:-admin}
 
 MSG
-exec .venv/bin/daphne -b "$HOST" -p "$PORT" pagoda.asgi:application
+# 30 s, not daphne's 5 s: under a burst of new chats the handshake waits behind the engine and the DB.
+exec .venv/bin/daphne -b "$HOST" -p "$PORT" --websocket_connect_timeout 30 pagoda.asgi:application

@@ -7,7 +7,8 @@
     engine_runtime.status()                       # {"state", "error", "model", ...} for health pages
 
 Started once per process (at ASGI start-up when PAGODA_ENGINE=on, on first use when lazy, never when
-off), guarded by a lock; shut down at interpreter exit or by shutdown().
+off), guarded by a lock; shut down at interpreter exit or by shutdown(). A loop that crashes is
+restarted by a watchdog thread, at most PAGODA_ENGINE_MAX_RESTARTS times an hour (see runtime).
 """
 from engine_runtime.runtime import (
     EngineUnavailable,

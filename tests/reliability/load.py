@@ -1,8 +1,8 @@
 """The load run: N concurrent chat sockets and M concurrent streaming API calls against a live server
 on 127.0.0.1 with the default model (SmolLM2-135M-Instruct), checked and measured.
 
-    .venv/bin/python tests/reliability/load.py --chats 200 --streams 100 --max-tokens 4 --rounds 2 \
-        --json docs/reliability/load.json
+    .venv/bin/python tests/reliability/load.py --chats 200 --streams 100 --max-tokens 4 --rounds 4 \
+        --daphne-arg=--websocket_connect_timeout=30 --json docs/reliability/load-200-chats-100-streams-connect30.json
 
 Each round opens every socket and every stream at once (one turn each, a distinct question each,
 replies of exactly --max-tokens tokens: the profile ignores EOS). Checked per reply: one start and
@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import json
 import math
-import statistics
 import sys
 import tempfile
 import time

@@ -35,6 +35,7 @@ class RelServer(live.LiveServer):
     users: list[dict] = field(default_factory=list)
     tenants: dict[str, int] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    role: str = ""  # the PostgreSQL role it logs in as, when a test made one (test_faults_database.py)
 
     @property
     def ws_base(self) -> str:

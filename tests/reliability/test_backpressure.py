@@ -8,11 +8,9 @@ import asyncio
 import time
 
 import httpx
-import pytest
 
 import reliability_server as rs
 from ws_client import next_frame, open_chat
-
 
 
 def _body(max_tokens: int, prompt: str | list[int] = "Count to ten.", stream: bool = False) -> dict:

@@ -3,6 +3,7 @@
 frame, or a proper start ... done turn; the socket and the server stay up). Example counts are bounded."""
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -130,10 +131,12 @@ class ChatSocket:
         self.headers = socket_headers(user["session"], server.url)
         self.ws = None
         self.num_opened = 0
+        self._sockets = contextlib.ExitStack()
 
     def _open(self):
         if self.ws is None:
-            self.ws = connect(self.url, additional_headers=self.headers, max_size=None, open_timeout=30)
+            self.ws = self._sockets.enter_context(
+                connect(self.url, additional_headers=self.headers, max_size=None, open_timeout=30))
             self.num_opened += 1
 
     def answers(self, frame: str | bytes) -> list[dict]:
@@ -158,8 +161,7 @@ class ChatSocket:
             raise
 
     def close(self):
-        if self.ws is not None:
-            self.ws.close()
+        self._sockets.close()
 
 
 def _check_answers(frames: list[dict]) -> None:

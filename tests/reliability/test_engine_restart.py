@@ -37,6 +37,7 @@ def engines(monkeypatch, settings):
     saved = (runtime._engine, runtime._state, runtime._error, runtime._num_starts, runtime._num_restarts,
              runtime._last_crash, list(runtime._restart_times), list(runtime._startup_hooks))
     runtime._engine, runtime._state, runtime._error = None, "stopped", None
+    runtime._startup_hooks.clear()  # the apps' hooks (pinning) need a database; these tests add their own
     runtime._restart_times.clear()
     runtime._num_restarts, runtime._last_crash = 0, None
     yield built

@@ -8,8 +8,6 @@ import asyncio
 import threading
 import time
 
-import pytest
-
 import api_client
 import reliability_server as rs
 from faulty_daphne import CRASH, POISON
