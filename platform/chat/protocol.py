@@ -65,9 +65,18 @@ def parse_client_frame(text: str | None, max_message_chars: int) -> ClientFrame:
     return ClientFrame(USER_MESSAGE, content=_content(data.get("content"), max_message_chars), profile=profile)
 
 
+def _require_utf8(value: str, field: str) -> None:
+    """JSON may escape a lone surrogate (\\ud800) that no UTF-8 text, tokenizer or database can hold."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ChatError("invalid_frame", f'"{field}" holds an unpaired surrogate, which is not text.') from None
+
+
 def _content(value: object, max_chars: int) -> str:
     if not isinstance(value, str):
         raise ChatError("invalid_frame", 'A user_message needs a "content" string.')
+    _require_utf8(value, "content")
     value = value.replace("\x00", "")  # PostgreSQL text cannot hold NUL, and nobody types one
     if not value.strip():
         raise ChatError("empty_message", "The message is empty.")
@@ -81,6 +90,7 @@ def _profile_name(value: object) -> str | None:
         return None
     if not isinstance(value, str) or len(value) > _MAX_PROFILE_CHARS:
         raise ChatError("invalid_frame", '"profile" must be the name of one of your sampling profiles.')
+    _require_utf8(value, "profile")
     return value
 
 
