@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.db import close_old_connections
 
-from engine_runtime import runtime
+from runtime_testing import runtime_set_aside  # noqa: F401 (re-exported for the chat tests)
 
 FRAME_TIMEOUT_S = 120  # a reply on two shared CPU cores; the tests ask for few tokens
 
@@ -96,14 +96,3 @@ async def wait_for(predicate, timeout: float = 10.0) -> bool:
         await asyncio.sleep(0.05)
 
 
-@contextlib.contextmanager
-def runtime_set_aside():
-    """engine_runtime with no engine (a session engine, if any, is put back afterwards)."""
-    saved = (runtime._engine, runtime._state, runtime._error, runtime._num_starts)
-    runtime._engine, runtime._state, runtime._error = None, "stopped", None
-    try:
-        yield
-    finally:
-        runtime._engine, runtime._state, runtime._error, runtime._num_starts = saved
-        if runtime._state == "ready":
-            runtime._ready.set()

@@ -7,10 +7,10 @@ and observability tests when they run in the same session. Socket tests use the 
 another thread than the test's.
 """
 import pytest
-from django.test import Client, override_settings
+from django.test import Client
 
-import engine_runtime
-from tenants import pinning, services
+from runtime_testing import engine, real_engine  # noqa: F401 (fixtures)
+from tenants import services
 from tenants.models import Membership, SamplingProfile
 
 
@@ -22,31 +22,6 @@ def _chat_settings(settings):
     settings.PAGODA_CHAT_MAX_MESSAGE_CHARS = 8000
     settings.PAGODA_CHAT_ENGINE_WAIT_SECONDS = 30
     settings.LANGUAGE_CODE = "en"
-
-
-@pytest.fixture(scope="session")
-def real_engine(django_db_setup, django_db_blocker):
-    with override_settings(PAGODA_ENGINE="lazy", PAGODA_PIN_SYNC_SECONDS=0, PAGODA_DEVICE="cpu"):
-        with django_db_blocker.unblock():
-            engine = engine_runtime.get_engine()
-    yield engine
-    engine_runtime.shutdown()
-
-
-def _clear_pins(engine) -> None:
-    for key in list(engine.pins()):
-        if key.startswith("tenant:"):
-            engine.unpin_prefix(key)
-    pinning._pinned_versions.clear()
-    pinning._pin_errors.clear()
-
-
-@pytest.fixture
-def engine(real_engine, db):
-    """The session's engine with no tenant pins and no request left running."""
-    _clear_pins(real_engine)
-    yield real_engine
-    _clear_pins(real_engine)
 
 
 @pytest.fixture

@@ -6,11 +6,9 @@ engine use `tiny_runtime`: a separate tiny random-weights engine put in engine_r
 the session engine keeps running.
 """
 import pytest
-from django.test import override_settings
 
-import engine_runtime
 from engine_runtime import runtime
-from obs_testing import runtime_set_aside
+from runtime_testing import real_engine, runtime_set_aside  # noqa: F401 (fixture)
 from observability.request_log import REQUEST_LOGGER
 
 
@@ -21,15 +19,6 @@ def _engine_off(settings):
     settings.PAGODA_METRICS_ALLOWED_IPS = ["127.0.0.1", "::1"]
     settings.PAGODA_METRICS_TOKEN = ""
     settings.PAGODA_LOG_CONTENT = False
-
-
-@pytest.fixture(scope="session")
-def real_engine(django_db_setup, django_db_blocker):
-    with override_settings(PAGODA_ENGINE="lazy", PAGODA_PIN_SYNC_SECONDS=0, PAGODA_DEVICE="cpu"):
-        with django_db_blocker.unblock():
-            engine = engine_runtime.get_engine()
-    yield engine
-    engine_runtime.shutdown()
 
 
 @pytest.fixture

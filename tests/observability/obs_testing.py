@@ -1,12 +1,9 @@
 """Helpers for the observability tests: read a /metrics page, drive a real request with a recorder,
 set the session engine aside."""
-import contextlib
 import uuid
 
 from prometheus_client.parser import text_string_to_metric_families
 
-import engine_runtime
-from engine_runtime import runtime
 from observability import track_request
 
 
@@ -47,15 +44,3 @@ async def run_request(engine, tenant: str | None, text: str, max_tokens: int, on
     return rec, len(token_ids)
 
 
-@contextlib.contextmanager
-def runtime_set_aside():
-    """A fresh, stopped engine_runtime inside; the session engine, if any, is put back afterwards."""
-    saved = (runtime._engine, runtime._state, runtime._error, runtime._num_starts)
-    runtime._engine, runtime._state, runtime._error, runtime._num_starts = None, "stopped", None, 0
-    try:
-        yield
-    finally:
-        engine_runtime.shutdown()
-        runtime._engine, runtime._state, runtime._error, runtime._num_starts = saved
-        if runtime._state == "ready":
-            runtime._ready.set()

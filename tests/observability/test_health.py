@@ -1,7 +1,8 @@
 """/health: 200 when the engine serves, 503 with the reason otherwise (tiny real engine, stopped here)."""
 import engine_runtime
 from engine_runtime import runtime
-from obs_testing import metric, parse_metrics, runtime_set_aside
+from obs_testing import metric, parse_metrics
+from runtime_testing import runtime_set_aside
 
 
 def _health(client):

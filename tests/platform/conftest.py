@@ -5,13 +5,11 @@ need the real engine take the `engine` fixture: the model loads once per session
 `inference.AsyncLLM` is missing; after each test its tenant pins are dropped.
 """
 import contextlib
-import importlib.util
 
 import pytest
-from django.test import override_settings
 
-import engine_runtime
 from engine_runtime import runtime
+from runtime_testing import engine, real_engine, runtime_set_aside  # noqa: F401 (fixtures)
 from tenants import pinning, services
 from tenants.models import Membership
 
@@ -23,42 +21,6 @@ def _engine_off(settings):
     # Pin announcements stay in this process, even when the run has REDIS_URL (tests/deploy use Redis).
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast tests only
-
-
-def _has_real_engine() -> bool:
-    if importlib.util.find_spec("inference") is None:
-        return False
-    import inference
-
-    return hasattr(inference, "AsyncLLM")
-
-
-@pytest.fixture(scope="session")
-def real_engine(django_db_setup, django_db_blocker):
-    """The real engine, loaded once per test session through engine_runtime (as the server does)."""
-    if not _has_real_engine():
-        pytest.skip("inference.AsyncLLM is not available yet")
-    with override_settings(PAGODA_ENGINE="lazy", PAGODA_PIN_SYNC_SECONDS=0, PAGODA_DEVICE="cpu"):
-        with django_db_blocker.unblock():
-            engine = engine_runtime.get_engine()
-    yield engine
-    engine_runtime.shutdown()
-
-
-def _clear_pins(engine) -> None:
-    for key in list(engine.pins()):
-        if key.startswith("tenant:"):
-            engine.unpin_prefix(key)
-    pinning._pinned_versions.clear()
-    pinning._pin_errors.clear()
-
-
-@pytest.fixture
-def engine(real_engine, db):
-    """The session's real engine with no tenant pins, for one test."""
-    _clear_pins(real_engine)
-    yield real_engine
-    _clear_pins(real_engine)
 
 
 @pytest.fixture
@@ -143,16 +105,11 @@ class FakeEngine:
 
 @contextlib.contextmanager
 def _runtime_set_aside():
-    """Run with a fresh, stopped engine_runtime; a real session engine, if any, is put back afterwards."""
-    saved = (runtime._engine, runtime._state, runtime._error, runtime._num_starts)
-    runtime._engine, runtime._state, runtime._error, runtime._num_starts = None, "stopped", None, 0
+    """runtime_set_aside(), and the pin bookkeeping of the fake engines used inside forgotten after."""
     try:
-        yield
+        with runtime_set_aside():
+            yield
     finally:
-        engine_runtime.shutdown()
-        runtime._engine, runtime._state, runtime._error, runtime._num_starts = saved
-        if runtime._state == "ready":
-            runtime._ready.set()
         pinning._pinned_versions.clear()
         pinning._pin_errors.clear()
 
