@@ -23,6 +23,26 @@ def batch_size_ladder(max_batch: int) -> list[int]:
     return sizes if sizes[-1] == max_batch else sizes + [max_batch]
 
 
+@torch.inference_mode()
+def capture_graphs(sizes, forward) -> tuple[dict[int, torch.cuda.CUDAGraph], dict[int, torch.Tensor]]:
+    """One graph per size of `forward(size)`, sharing one memory pool; returns (graphs, outputs)."""
+    graphs: dict[int, torch.cuda.CUDAGraph] = {}
+    outputs: dict[int, torch.Tensor] = {}
+    pool = torch.cuda.graph_pool_handle()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for size in sorted(sizes, reverse=True):  # largest first: the smaller ones reuse its memory
+            forward(size)  # warm-up: compiles the Triton kernels outside the capture
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool, stream=stream):
+                outputs[size] = forward(size)
+            graphs[size] = graph
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    return graphs, outputs
+
+
 class DecodeGraphs:
     def __init__(self, runner: "ModelRunner", max_batch: int | None = None):
         self.runner = runner
@@ -40,9 +60,7 @@ class DecodeGraphs:
         # may still be reading one while the next step is staged into the other.
         self.hosts = [torch.zeros(n, 4 + width, dtype=torch.int64).pin_memory() for _ in range(2)]
         self.turn = 0
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.logits: dict[int, torch.Tensor] = {}
-        self._capture()
+        self.graphs, self.logits = capture_graphs(self.sizes, self._forward)
 
     def _meta(self, bs: int) -> AttentionMetadata:
         return AttentionMetadata(self.slot_mapping[:bs], self.block_tables[:bs], self.seq_lens[:bs],
@@ -53,21 +71,6 @@ class DecodeGraphs:
         ctx = StepContext(r.kv_caches, self._meta(bs), r.cos_sin_cache, r.scale)
         hidden = r.model(self.input_ids[:bs], self.positions[:bs], ctx)
         return r.model.compute_logits(hidden)
-
-    @torch.inference_mode()
-    def _capture(self) -> None:
-        pool = torch.cuda.graph_pool_handle()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for bs in reversed(self.sizes):  # largest first: the smaller ones reuse its memory
-                self._forward(bs)  # warm-up: compiles the Triton kernels outside the capture
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=pool, stream=stream):
-                    self.logits[bs] = self._forward(bs)
-                self.graphs[bs] = graph
-        torch.cuda.current_stream().wait_stream(stream)
-        torch.cuda.synchronize()
 
     def can_run(self, out: SchedulerOutput) -> bool:
         return (len(out.scheduled) <= self.max_batch
@@ -139,9 +142,7 @@ class PrefillGraphs:
         # Rows: ids, positions, slots; then [seq_len, q_len, last index]; then the block table.
         self.host = torch.zeros(3 * n + 3 + width, dtype=torch.int64).pin_memory()
         self.host_np = self.host.numpy()
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.logits: dict[int, torch.Tensor] = {}
-        self._capture()
+        self.graphs, self.logits = capture_graphs(self.SIZES, self._forward)
 
     def _forward(self, size: int) -> torch.Tensor:
         r = self.runner
@@ -150,21 +151,6 @@ class PrefillGraphs:
         hidden = r.model(self.input_ids[:size], self.positions[:size], StepContext(r.kv_caches, meta,
                                                                                    r.cos_sin_cache, r.scale))
         return r.model.compute_logits(hidden.index_select(0, self.last_index))
-
-    @torch.inference_mode()
-    def _capture(self) -> None:
-        pool = torch.cuda.graph_pool_handle()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for size in reversed(self.SIZES):
-                self._forward(size)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=pool, stream=stream):
-                    self.logits[size] = self._forward(size)
-                self.graphs[size] = graph
-        torch.cuda.current_stream().wait_stream(stream)
-        torch.cuda.synchronize()
 
     def can_run(self, out: SchedulerOutput) -> bool:
         if len(out.scheduled) != 1:

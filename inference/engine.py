@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -205,10 +204,7 @@ class LLMEngine:
         try:
             return self.runner.execute(out), []
         except Exception:  # noqa: BLE001 - isolated below, reported per request
-            if len(out.scheduled) == 1:
-                results = [_FAILED]
-                failed = [(out.scheduled[0].seq, traceback.format_exc(limit=1))]
-                return results, failed
+            pass
         results, failed = [], []
         for s in out.scheduled:
             try:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
-from typing import Iterator, Sequence as Seq
+from typing import Iterator
 
 from .config import EngineConfig
 from .engine import LLMEngine
