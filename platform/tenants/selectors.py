@@ -99,37 +99,9 @@ def usage_by_day(tenant: Tenant, *, days: int = 14, today: datetime.date | None 
 
     Rows: {"day", "num_replies", "prompt_tokens", "cached_tokens", "output_tokens", "total_tokens"}.
     """
-    today = today or timezone.localdate()
-    first = today - datetime.timedelta(days=days - 1)
-    since = timezone.make_aware(datetime.datetime.combine(first, datetime.time.min))
-    rows = (
-        Message.objects.filter(conversation__tenant=tenant, role=Message.Role.ASSISTANT, created_at__gte=since)
-        .annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
-        .values("day")
-        .annotate(
-            num_replies=Count("id"),
-            prompt_tokens=Sum("num_prompt_tokens"),
-            cached_tokens=Sum("num_cached_tokens"),
-            output_tokens=Sum("num_output_tokens"),
-        )
-    )
-    by_day = {row["day"]: row for row in rows}
-    result = []
-    for offset in range(days):
-        day = first + datetime.timedelta(days=offset)
-        row = by_day.get(day, {})
-        prompt, output = row.get("prompt_tokens") or 0, row.get("output_tokens") or 0
-        result.append(
-            {
-                "day": day,
-                "num_replies": row.get("num_replies", 0),
-                "prompt_tokens": prompt,
-                "cached_tokens": row.get("cached_tokens") or 0,
-                "output_tokens": output,
-                "total_tokens": prompt + output,
-            }
-        )
-    return result
+    first, since = _since(days, today)
+    replies = Message.objects.filter(conversation__tenant=tenant, role=Message.Role.ASSISTANT, created_at__gte=since)
+    return _tokens_per_day(replies, first, days, num_replies=Count("id"))
 
 
 def _since(days: int, today: datetime.date | None) -> tuple[datetime.date, datetime.datetime]:
@@ -144,19 +116,25 @@ def api_usage_by_day(tenant: Tenant, *, days: int = 14, today: datetime.date | N
     Rows: {"day", "num_requests", "num_errors", "prompt_tokens", "cached_tokens", "output_tokens", "total_tokens"}.
     """
     first, since = _since(days, today)
-    rows = (
-        ApiUsage.objects.filter(tenant=tenant, created_at__gte=since)
-        .annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
+    calls = ApiUsage.objects.filter(tenant=tenant, created_at__gte=since)
+    return _tokens_per_day(calls, first, days, num_requests=Count("id"),
+                           num_errors=Count("id", filter=Q(status_code__gte=400)))
+
+
+def _tokens_per_day(rows: QuerySet, first: datetime.date, days: int, **counts) -> list[dict]:
+    """Rows with num_prompt/cached/output_tokens summed per local day from `first`, one row per day
+    (zeros included), plus the `counts` aggregates under their names."""
+    per_day = (
+        rows.annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
         .values("day")
         .annotate(
-            num_requests=Count("id"),
-            num_errors=Count("id", filter=Q(status_code__gte=400)),
+            **counts,
             prompt_tokens=Sum("num_prompt_tokens"),
             cached_tokens=Sum("num_cached_tokens"),
             output_tokens=Sum("num_output_tokens"),
         )
     )
-    by_day = {row["day"]: row for row in rows}
+    by_day = {row["day"]: row for row in per_day}
     result = []
     for offset in range(days):
         day = first + datetime.timedelta(days=offset)
@@ -165,8 +143,7 @@ def api_usage_by_day(tenant: Tenant, *, days: int = 14, today: datetime.date | N
         result.append(
             {
                 "day": day,
-                "num_requests": row.get("num_requests", 0),
-                "num_errors": row.get("num_errors", 0),
+                **{name: row.get(name, 0) for name in counts},
                 "prompt_tokens": prompt,
                 "cached_tokens": row.get("cached_tokens") or 0,
                 "output_tokens": output,
