@@ -92,8 +92,9 @@ def profile_decode(engine: LLMEngine, batch: int, prompt_len: int, sync) -> str:
     prompts = random_prompts(batch, [prompt_len] * batch, engine.model_args.vocab_size, seed=3)
     for i, p in enumerate(prompts):
         engine.add_request(f"prof-{i}", p, SamplingParams(temperature=0, max_tokens=64, ignore_eos=True))
-    while not engine.last_step_decode_only or engine.num_steps < 3:
-        engine.step()  # through the prefill
+    engine.step()  # the prefill starts (last_step_decode_only still tells of an earlier step before this)
+    while not engine.last_step_decode_only:
+        engine.step()  # through the rest of the prefill
     for _ in range(3):
         engine.step()
     sync()
