@@ -43,6 +43,28 @@ def capture_graphs(sizes, forward) -> tuple[dict[int, torch.cuda.CUDAGraph], dic
     return graphs, outputs
 
 
+def stage_rows(host, out: SchedulerOutput, bs: int, block_size: int) -> int:
+    """Fill rows [token, position, slot, seq_len, block table...] of a decode batch padded to `bs`;
+    returns the widest block table. Padding rows read token 0 at position 0, write nowhere (slot -1)
+    and attend to nothing (seq_len 0). Their token must be reset too: an overlapped step leaves the
+    placeholder -1 in a row it fed on the device, and an embedding lookup of -1 is out of bounds."""
+    host[:bs, :2] = 0
+    host[:bs, 2] = -1
+    host[:bs, 3] = 0
+    width = 0
+    for i, s in enumerate(out.scheduled):
+        seq, pos = s.seq, s.start
+        table = seq.block_table
+        row = host[i]
+        row[0] = seq.output_token_ids[-1] if seq.output_token_ids else seq.prompt_token_ids[-1]
+        row[1] = pos
+        row[2] = table[pos // block_size] * block_size + pos % block_size
+        row[3] = pos + 1
+        row[4:4 + len(table)] = table
+        width = max(width, len(table))
+    return width
+
+
 class DecodeGraphs:
     def __init__(self, runner: "ModelRunner", max_batch: int | None = None):
         self.runner = runner
@@ -88,19 +110,7 @@ class DecodeGraphs:
         self.turn ^= 1
         pinned = self.hosts[self.turn]
         host = pinned.numpy()  # numpy view of the pinned buffer: element writes cost ~100 ns, not ~3 us
-        host[:bs, 2] = -1  # padding rows: no slot, no keys
-        host[:bs, 3] = 0
-        width = 0
-        for i, s in enumerate(out.scheduled):
-            seq, pos = s.seq, s.start
-            table = seq.block_table
-            row = host[i]
-            row[0] = seq.output_token_ids[-1] if seq.output_token_ids else seq.prompt_token_ids[-1]
-            row[1] = pos
-            row[2] = table[pos // block_size] * block_size + pos % block_size
-            row[3] = pos + 1
-            row[4:4 + len(table)] = table
-            width = max(width, len(table))
+        width = stage_rows(host, out, bs, block_size)
         # Only the block-table columns in use travel; the rest of the device buffer is never read.
         staged = pinned[:bs, :4 + width].to(self.runner.device, non_blocking=True)
         self.input_ids[:bs].copy_(staged[:, 0])

@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="--gpu: smaller batches, for a smoke run")
     ap.add_argument("--out", default=None, help="--gpu: write the JSON results here")
     ap.add_argument("--only", default=None, help="--gpu: run one model (llama3-8b or smollm2-135m)")
+    ap.add_argument("--equality", action="store_true",
+                    help="--gpu: first check that graphs/overlap give the eager engine's greedy tokens (fp32)")
     ap.add_argument("--skip-mixed", action="store_true", help="--gpu: skip the mixed-length and prefix runs")
     ap.add_argument("--profile", action="store_true", help="--gpu: profile one pinned-prefix request")
     args = ap.parse_args(argv)

@@ -143,6 +143,13 @@ def main(args) -> int:
     results.update(copy_bw=bw, matmul_tflops=tflops)
     print(f"device copy {bw / 1e12:.2f} TB/s, bf16 matmul {tflops:.0f} TFLOP/s", flush=True)
     rows: list[str] = []
+    if args.equality:
+        from .equality import main as equality_main
+
+        try:
+            rows += equality_main()
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
 
     def record(run: Run | str, floor: float | None = None, peer: Run | None = None) -> None:
         if isinstance(run, str):
@@ -178,7 +185,8 @@ def main(args) -> int:
             rows.append(f"{label} {prefill_graph_agreement(engine)}")
             print(rows[-1], flush=True)
             if args.profile:
-                print(profile_decode(engine, max(batches), 512, sync), flush=True)
+                for b in batches[1:]:
+                    print(profile_decode(engine, b, 512, sync), flush=True)
             sync_tokens = {}
             for b in batches:
                 prompts = random_prompts(b, [512] * b, vocab, seed=b)

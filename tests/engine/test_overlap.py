@@ -94,3 +94,28 @@ def test_stop_tokens_and_abort_while_a_step_is_in_flight(overlapped, tiny_llama_
         engine.step()
     assert engine.overlap.inflight is None
     assert engine.block_manager.pool.num_free == engine.block_manager.pool.num_blocks
+
+
+def test_padding_rows_of_a_decode_graph_never_keep_a_placeholder_token():
+    # An overlapped step stages the placeholder -1 in a row it then feeds on the device. When the batch
+    # shrinks, that row becomes padding: left as -1, the graph's embedding lookup reads out of bounds
+    # (seen on the H200 as a device-side assert).
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from inference.cuda_graphs import stage_rows
+
+    def row(token, pos):
+        seq = SimpleNamespace(output_token_ids=[token], prompt_token_ids=[7], block_table=[3, 5])
+        return SimpleNamespace(seq=seq, start=pos)
+
+    host = np.full((4, 4 + 2), 99, dtype=np.int64)
+    stage_rows(host, SimpleNamespace(scheduled=[row(PLACEHOLDER, 17), row(PLACEHOLDER, 18), row(11, 19)]),
+               4, 16)
+    assert host[:3, 0].tolist() == [PLACEHOLDER, PLACEHOLDER, 11]
+    assert host[:3, 2].tolist() == [5 * 16 + 1, 5 * 16 + 2, 5 * 16 + 3]
+    width = stage_rows(host, SimpleNamespace(scheduled=[row(12, 20)]), 4, 16)
+    assert width == 2
+    assert host[1:, 0].tolist() == [0, 0, 0] and host[1:, 1].tolist() == [0, 0, 0]
+    assert host[1:, 2].tolist() == [-1, -1, -1] and host[1:, 3].tolist() == [0, 0, 0]
