@@ -21,15 +21,17 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--seed", type=int, default=None)
     gen.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
     gen.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
+    gen.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs (processes) to split the model over")
     args = parser.parse_args(argv)
 
     from .llm import LLM
     from .sampling_params import SamplingParams
 
+    llm = None
     try:
         params = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
                                 max_tokens=args.max_tokens, seed=args.seed, stop=args.stop)
-        kwargs = {"device": args.device}
+        kwargs = {"device": args.device, "tensor_parallel_size": args.tensor_parallel_size}
         if args.model:
             kwargs["model"] = args.model
         llm = LLM(progress=False, **kwargs)
@@ -46,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    finally:
+        if llm is not None:
+            llm.shutdown()
     return 0
 
 

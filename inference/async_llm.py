@@ -35,6 +35,7 @@ class AsyncLLM:
     """Thread-safe, asyncio-friendly front of an LLMEngine (see the README's engine section)."""
 
     def __init__(self, config: EngineConfig | None = None, progress: bool = True, engine: LLMEngine | None = None):
+        self._owns_engine = engine is None  # then the loop shuts it down (a tensor-parallel one's workers)
         self.engine = engine or LLMEngine(config, progress=progress)
         self.tokenizer = self.engine.tokenizer
         self.model_name = self.engine.model_name
@@ -80,6 +81,11 @@ class AsyncLLM:
             log.error("%s\n%s", self.error, traceback.format_exc())
         finally:
             self._fail_all(self.error or "the engine has been shut down")
+            if self._owns_engine:
+                try:
+                    self.engine.shutdown()
+                except Exception:  # noqa: BLE001 - the loop is ending either way
+                    log.exception("shutting the engine down failed")
 
     def _run_commands(self) -> None:
         while True:

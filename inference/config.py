@@ -25,9 +25,14 @@ class EngineConfig:
     max_num_waiting: requests queued beyond this are refused at once (backpressure).
     enforce_eager: no CUDA graphs.
     prefill_graphs: on CUDA, also capture single-sequence prefills of up to 128 new tokens (a chat
-        turn after a cached prefix) as CUDA graphs (experimental, off by default).
+        turn after a cached prefix) as CUDA graphs.
     async_scheduling: on CUDA, overlap the host's work on decode step N+1 with the GPU's on step N
-        (greedy decode batches only; experimental, off by default).
+        (greedy decode batches only; one rank only: with tensor_parallel_size > 1 it is not used).
+        Both were checked against the eager engine on the H200 (fp32: identical greedy tokens,
+        `python -m inference.bench --gpu --only equality --equality`).
+    tensor_parallel_size: split the model over this many processes of one host (one GPU each, NCCL; on
+        CPU, gloo), Megatron-style; it must divide the model's attention heads, KV heads and MLP width
+        (checked when the model is known). See docs/TENSOR_PARALLEL.md.
     """
 
     model: str = DEFAULT_MODEL
@@ -45,8 +50,9 @@ class EngineConfig:
     tenant_max_blocks_fraction: float | None = None
     max_num_waiting: int = 4096
     enforce_eager: bool = False
-    async_scheduling: bool = False
-    prefill_graphs: bool = False
+    async_scheduling: bool = True
+    prefill_graphs: bool = True
+    tensor_parallel_size: int = 1
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -65,6 +71,8 @@ class EngineConfig:
              self.tenant_max_blocks_fraction is None or 0 < self.tenant_max_blocks_fraction <= 1,
              "in (0, 1] or None"),
             ("max_num_waiting", self.max_num_waiting >= 1, ">= 1"),
+            ("tensor_parallel_size",
+             isinstance(self.tensor_parallel_size, int) and self.tensor_parallel_size >= 1, "an integer >= 1"),
         ]
         for name, ok, rule in checks:
             if not ok:

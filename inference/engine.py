@@ -13,7 +13,7 @@ from typing import Any, Callable
 from .block_manager import BlockManager, Pin
 from .config import EngineConfig
 from .detokenizer import IncrementalDetokenizer
-from .errors import InvalidRequestError, PromptTooLongError, QueueFullError, RequestFailedError
+from .errors import EngineDeadError, InvalidRequestError, PromptTooLongError, QueueFullError, RequestFailedError
 from .model_loader import load_hf_config, load_tokenizer, resolve_model_path
 from .model_runner import ModelRunner
 from .models import ModelArgs
@@ -66,8 +66,13 @@ class LLMEngine:
         max_len = config.max_model_len or model_args.max_position_embeddings
         if model_args.sliding_window:  # no sliding-window attention: stay inside the window
             max_len = min(max_len, model_args.sliding_window)
-        self.runner = ModelRunner(config, model_args, path if weights is None else weights, eos, max_len,
-                                  progress)
+        source = path if weights is None else weights
+        if config.tensor_parallel_size > 1:  # validates the split before it starts the worker processes
+            from .distributed.runner import TensorParallelRunner
+
+            self.runner = TensorParallelRunner(config, model_args, source, eos, max_len, progress)
+        else:
+            self.runner = ModelRunner(config, model_args, source, eos, max_len, progress)
         # A sequence never needs more blocks than the whole pool.
         self.max_model_len = min(max_len, self.runner.num_blocks * config.block_size)
         num_blocks = self.runner.num_blocks
@@ -81,7 +86,8 @@ class LLMEngine:
         self.num_prompt_tokens_total = 0
         self.num_generation_tokens_total = 0
         self.overlap = None
-        if config.async_scheduling and self.runner.graphs is not None:
+        # One rank only: the overlapped step feeds rank 0's argmax on its GPU, which other ranks never see.
+        if config.async_scheduling and config.tensor_parallel_size == 1 and self.runner.graphs is not None:
             from .overlap import OverlappedDecode
 
             self.overlap = OverlappedDecode(self)
@@ -149,6 +155,10 @@ class LLMEngine:
     def has_unfinished(self) -> bool:
         return self.scheduler.has_work()
 
+    def shutdown(self) -> None:
+        """Stop a tensor-parallel engine's worker processes (a no-op on one rank). Idempotent."""
+        self.runner.shutdown()
+
     # -- the step ------------------------------------------------------------------------------------
     def step(self) -> list[StreamDelta]:
         if self.overlap is not None:
@@ -203,12 +213,16 @@ class LLMEngine:
         """Run the step; if it raises, rerun its sequences one by one so only the culprit fails."""
         try:
             return self.runner.execute(out), []
+        except EngineDeadError:  # a tensor-parallel worker is gone: no request can run
+            raise
         except Exception:  # noqa: BLE001 - isolated below, reported per request
             pass
         results, failed = [], []
         for s in out.scheduled:
             try:
                 results.append(self.runner.execute(SchedulerOutput([s], s.num_new_tokens))[0])
+            except EngineDeadError:
+                raise
             except Exception as e:  # noqa: BLE001
                 log.exception("request %s failed inside the engine", s.seq.request_id)
                 results.append(_FAILED)

@@ -25,6 +25,10 @@ class LLM:
         self.engine = LLMEngine(EngineConfig(**config), progress=progress)
         self.tokenizer = self.engine.tokenizer
 
+    def shutdown(self) -> None:
+        """Stop a tensor-parallel engine's worker processes (nothing to do on one rank)."""
+        self.engine.shutdown()
+
     def get_tokenizer(self):
         return self.tokenizer
 

@@ -120,8 +120,11 @@ def _generation_eos(path: Path):
     return None
 
 
-def iter_safetensors(path: Path):
-    """(name, tensor) for every tensor in the *.safetensors files under `path`, and their count."""
+def iter_safetensors(path: Path, lazy: bool = False):
+    """(name, tensor) for every tensor in the *.safetensors files under `path`, and their count.
+
+    lazy=True yields safetensors slices instead of tensors: a tensor-parallel rank reads only its shard.
+    """
     from safetensors import safe_open
 
     files = sorted(path.glob("*.safetensors"))
@@ -135,19 +138,25 @@ def iter_safetensors(path: Path):
         for f, name in entries:
             if f not in handles:
                 handles[f] = safe_open(str(f), framework="pt")
-            yield name, handles[f].get_tensor(name)
+            yield name, (handles[f].get_slice(name) if lazy else handles[f].get_tensor(name))
 
     return tensors(), len(entries)
 
 
-def load_weights(model: torch.nn.Module, path: Path, progress: bool = True) -> None:
-    """Read *.safetensors under `path` into our model."""
-    tensors, count = iter_safetensors(path)
-    load_state(model, tensors, count, progress)
+def load_weights(model: torch.nn.Module, path: Path, progress: bool = True,
+                 shard: tuple[int, int] | None = None) -> None:
+    """Read *.safetensors under `path` into our model; shard = (rank, size) reads one rank's slices."""
+    tensors, count = iter_safetensors(path, lazy=shard is not None)
+    load_state(model, tensors, count, progress, shard)
 
 
-def load_state(model: torch.nn.Module, tensors, count: int | None = None, progress: bool = True) -> None:
-    """Copy Hugging Face-named (name, tensor) pairs into our model, merging q/k/v and gate/up."""
+def load_state(model: torch.nn.Module, tensors, count: int | None = None, progress: bool = True,
+               shard: tuple[int, int] | None = None) -> None:
+    """Copy Hugging Face-named (name, tensor) pairs into our model, merging q/k/v and gate/up.
+
+    shard = (rank, size): the model is one tensor-parallel rank's (its ModelArgs already divided by
+    size); each split tensor is cut to this rank's slice before it is copied (see _map_name).
+    """
     from tqdm.auto import tqdm
 
     params = dict(model.named_parameters())
@@ -158,11 +167,13 @@ def load_state(model: torch.nn.Module, tensors, count: int | None = None, progre
                              unit="tensor"):
         if "rotary_emb" in name:
             continue
-        target, offset = _map_name(name, q_size, kv_size, args.intermediate_size)
+        target, offset, split_dim = _map_name(name, q_size, kv_size, args.intermediate_size)
         if target not in params:
             if target == "lm_head.weight" and args.tie_word_embeddings:
                 continue
             raise ValueError(f"unexpected tensor {name}")
+        if shard is not None:
+            tensor = _rank_slice(tensor, split_dim, *shard)
         param = params[target]
         rows = param if offset is None else param[offset:offset + tensor.shape[0]]
         if rows.shape != tensor.shape:
@@ -175,17 +186,35 @@ def load_state(model: torch.nn.Module, tensors, count: int | None = None, progre
         raise ValueError(f"weights missing for {sorted(missing)[:5]}")
 
 
-def _map_name(name: str, q_size: int, kv_size: int, inter: int) -> tuple[str, int | None]:
-    """HF tensor name -> (our parameter name, row offset into a merged parameter or None)."""
+def _rank_slice(tensor, dim: int | None, rank: int, size: int) -> torch.Tensor:
+    """This rank's contiguous 1/size of `tensor` along `dim` (all of it when dim is None).
+
+    `tensor` is a torch tensor or a safetensors slice, which reads only the bytes it is indexed by.
+    """
+    if dim is None:
+        return tensor if isinstance(tensor, torch.Tensor) else tensor[:]
+    shape = tensor.shape if isinstance(tensor, torch.Tensor) else tensor.get_shape()
+    n = shape[dim] // size
+    return tensor[(slice(None),) * dim + (slice(rank * n, (rank + 1) * n),)]
+
+
+def _map_name(name: str, q_size: int, kv_size: int, inter: int) -> tuple[str, int | None, int | None]:
+    """HF tensor name -> (our parameter name, row offset into a merged parameter or None, split dim).
+
+    The sizes are the model's (one rank's, under tensor parallelism). The split dim is the one that
+    tensor parallelism cuts into equal contiguous slices, one per rank: rows (0) of the column-parallel
+    q/k/v and gate/up projections and their biases, which keeps whole heads and matched gate/up halves
+    on each rank; columns (1) of the row-parallel o_proj and down_proj; None for replicated tensors.
+    """
     name = name.removeprefix("model.")
     for proj, offset in (("q_proj", 0), ("k_proj", q_size), ("v_proj", q_size + kv_size)):
         if f"self_attn.{proj}." in name:
-            return name.replace(f"self_attn.{proj}", "qkv_proj"), offset
+            return name.replace(f"self_attn.{proj}", "qkv_proj"), offset, 0
     if "self_attn.o_proj" in name:
-        return name.replace("self_attn.o_proj", "o_proj"), None
+        return name.replace("self_attn.o_proj", "o_proj"), None, 1
     for proj, offset in (("gate_proj", 0), ("up_proj", inter)):
         if f"mlp.{proj}." in name:
-            return name.replace(f"mlp.{proj}", "gate_up_proj"), offset
+            return name.replace(f"mlp.{proj}", "gate_up_proj"), offset, 0
     if "mlp.down_proj" in name:
-        return name.replace("mlp.down_proj", "down_proj"), None
-    return name, None
+        return name.replace("mlp.down_proj", "down_proj"), None, 1
+    return name, None, None

@@ -1,12 +1,17 @@
 """ModelRunner: everything that touches the device — weights, the KV cache pool, one step's tensors,
 the forward pass and sampling. It reads the SchedulerOutput and the sequences' tokens and block
 tables, never the scheduler's queues.
+
+Under tensor parallelism (`tp` given) each rank has its own ModelRunner over its shard of the model
+and its KV heads; rank 0's is driven by distributed.runner.TensorParallelRunner, the others by
+distributed.worker, which call `forward` only.
 """
 from __future__ import annotations
 
 import logging
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -19,16 +24,29 @@ from .sampler import SamplingRow, sample
 from .scheduler import SchedulerOutput
 from .sequence import Sequence
 
+if TYPE_CHECKING:
+    from .distributed.group import TPGroup
+
 log = logging.getLogger("inference")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class ModelRunner:
     def __init__(self, config: EngineConfig, args: ModelArgs, weights: Path | dict | None,
-                 eos_token_ids: list[int], max_model_len: int, progress: bool = True):
+                 eos_token_ids: list[int], max_model_len: int, progress: bool = True,
+                 tp: "TPGroup | None" = None):
+        """args: the whole model's shape; with `tp`, this rank builds and loads its shard of it."""
         self.config = config
-        self.args = args
+        self.tp = tp
         self.device = torch.device(config.resolved_device())
+        if tp is None:
+            self.args = args
+        else:
+            from .distributed.sharding import shard_args
+
+            self.args = args = shard_args(args, tp.size)  # this rank's heads, KV heads and MLP width
+            if self.device.type == "cuda":
+                self.device = torch.device("cuda", tp.rank)
         if config.dtype == "auto":
             self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         else:
@@ -42,6 +60,8 @@ class ModelRunner:
                                                  args.rope_scaling).to(self.device)
         self.scale = 1.0 / math.sqrt(args.head_dim)
         self.num_blocks = config.num_kv_blocks or self._blocks_that_fit()
+        if tp is not None:  # rank 0 hands out block ids for every rank: the pool that fits on all of them
+            self.num_blocks = tp.min(self.num_blocks)
         shape = (args.num_layers, 2, self.num_blocks, self.block_size, args.num_kv_heads, args.head_dim)
         self.kv_cache = torch.empty(shape, dtype=self.dtype, device=self.device)
         self.kv_caches = [(self.kv_cache[i, 0], self.kv_cache[i, 1]) for i in range(args.num_layers)]
@@ -55,6 +75,8 @@ class ModelRunner:
                 if config.prefill_graphs:
                     self.prefill_graphs = PrefillGraphs(self)
             except Exception:  # noqa: BLE001 - an optimisation: without it, short prefills run eagerly
+                if tp is not None:  # the other ranks captured theirs: running eagerly here would diverge
+                    raise
                 log.exception("capturing prefill graphs failed; short prefills will run eagerly")
                 torch.cuda.synchronize()
 
@@ -63,15 +85,21 @@ class ModelRunner:
         """weights: a folder of safetensors, a dict of Hugging Face-named tensors, or None (random)."""
         with torch.device(self.device):
             model = LlamaForCausalLM(self.args).to(self.dtype)
+        shard = None
+        if self.tp is not None:
+            from .distributed.sharding import parallelize
+
+            parallelize(model, self.tp)
+            shard = (self.tp.rank, self.tp.size)
         if weights is None:  # random weights (benchmarks of a model shape)
             with torch.no_grad():
                 for p in model.parameters():
                     if p.dim() > 1:
                         p.normal_(0.0, 0.02)
         elif isinstance(weights, dict):
-            load_state(model, weights.items(), len(weights), progress)
+            load_state(model, weights.items(), len(weights), progress, shard)
         else:
-            load_weights(model, weights, progress)
+            load_weights(model, weights, progress, shard)
         return model.eval().requires_grad_(False)
 
     def bytes_per_block(self) -> int:
@@ -125,17 +153,27 @@ class ModelRunner:
                 torch.tensor(positions, dtype=torch.int64, device=dev), meta, logits_indices)
 
     @torch.inference_mode()
+    def forward(self, out: SchedulerOutput, compute_logits: bool = True) -> torch.Tensor | None:
+        """Run the model over one step (writing its K/V); returns the logits of its sampled rows.
+
+        compute_logits=False (a tensor-parallel worker, which never samples) skips the lm_head where it
+        is not part of a CUDA graph, and returns None.
+        """
+        if self.graphs is not None and self.graphs.can_run(out):
+            return self.graphs.run(out)
+        if self.prefill_graphs is not None and self.prefill_graphs.can_run(out):
+            return self.prefill_graphs.run(out)
+        input_ids, positions, meta, logits_indices = self.prepare(out)
+        ctx = StepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale)
+        hidden = self.model(input_ids, positions, ctx)
+        if not (compute_logits and logits_indices):
+            return None
+        return self.model.compute_logits(hidden[logits_indices])
+
+    @torch.inference_mode()
     def execute(self, out: SchedulerOutput) -> list[tuple[int, dict[int, float] | None] | None]:
         """Run one step. Returns, per scheduled sequence, (token id, logprobs) if it was sampled."""
-        if self.graphs is not None and self.graphs.can_run(out):
-            logits = self.graphs.run(out)
-        elif self.prefill_graphs is not None and self.prefill_graphs.can_run(out):
-            logits = self.prefill_graphs.run(out)
-        else:
-            input_ids, positions, meta, logits_indices = self.prepare(out)
-            ctx = StepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale)
-            hidden = self.model(input_ids, positions, ctx)
-            logits = self.model.compute_logits(hidden[logits_indices]) if logits_indices else None
+        logits = self.forward(out)
         sampled_seqs = [s.seq for s in out.scheduled if s.sample and s.seq.pin_key is None]
         results: list[tuple[int, dict[int, float] | None] | None] = [None] * len(out.scheduled)
         if not sampled_seqs:
@@ -146,6 +184,9 @@ class ModelRunner:
             if s.sample and s.seq.pin_key is None:
                 results[i] = next(it)
         return results
+
+    def shutdown(self) -> None:
+        """Nothing to release on one rank (the tensor-parallel runner stops its workers here)."""
 
     def _row(self, seq: Sequence) -> SamplingRow:
         p = seq.params

@@ -26,9 +26,9 @@ from .prefix import pin_and_wait
 
 MODES = {
     "eager": dict(enforce_eager=True),
-    "decode graphs": dict(),
-    "decode+prefill graphs": dict(prefill_graphs=True),
-    "overlapped decode": dict(async_scheduling=True),
+    "decode graphs": dict(prefill_graphs=False, async_scheduling=False),
+    "decode+prefill graphs": dict(prefill_graphs=True, async_scheduling=False),
+    "overlapped decode": dict(prefill_graphs=False, async_scheduling=True),
     "everything on": dict(prefill_graphs=True, async_scheduling=True),
 }
 

@@ -75,7 +75,8 @@ def build_models(shape: dict, num_kv_blocks: int, max_model_len: int, max_num_se
     state = dict(hf.state_dict())
     config = EngineConfig(model="bench", device="cuda", dtype="bfloat16", num_kv_blocks=num_kv_blocks,
                           max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-                          max_num_batched_tokens=8192, prefill_graphs=True)
+                          max_num_batched_tokens=8192, prefill_graphs=True,
+                          async_scheduling=False)  # the overlapped runs switch it on themselves
     t0 = time.perf_counter()
     engine = LLMEngine(config, progress=False, model_args=ModelArgs.from_hf_config(cfg), weights=state)
     print(f"  engine ready in {time.perf_counter() - t0:.1f}s ({engine.runner.num_blocks} KV blocks, "
