@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 import torch
 
+import kernels
+
 from . import ops
 
 
@@ -30,6 +32,7 @@ class StepContext:
         self.meta = meta
         self.cos_sin_cache = cos_sin_cache
         self.scale = scale
+        self._prefill_splits: int | None = None  # split-KV choice, the same for every layer of a step
 
     def attention(self, layer_idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         k_cache, v_cache = self.kv_caches[layer_idx]
@@ -38,5 +41,21 @@ class StepContext:
         if meta.decode_only:
             return ops.paged_attention_decode(q, k_cache, v_cache, meta.block_tables, meta.seq_lens,
                                               self.scale, meta.max_seq_len)
+        if ops._triton(q) and self.prefill_splits(q, k_cache) > 1:
+            # Few new tokens over a long context (a chat turn after a cached prefix): the key range is
+            # split across programs so the whole GPU works on it. Chosen from host ints only, so a
+            # CUDA graph captured with max_seq_len = the model's max length stays valid at replay.
+            return kernels.paged_attention_prefill_split(
+                q, k_cache, v_cache, meta.block_tables, meta.cu_seqlens_q, meta.seq_lens, self.scale,
+                meta.max_q_len, self._prefill_splits, max_seq_len=meta.max_seq_len)
         return ops.paged_attention_prefill(q, k_cache, v_cache, meta.block_tables, meta.cu_seqlens_q,
                                            meta.seq_lens, self.scale, meta.max_q_len)
+
+    def prefill_splits(self, q: torch.Tensor, k_cache: torch.Tensor) -> int:
+        """Key splits of the split-KV prefill kernel for this step; 1 = the unsplit prefill kernel."""
+        if self._prefill_splits is None:
+            meta = self.meta
+            self._prefill_splits = kernels.choose_prefill_splits(
+                meta.seq_lens.shape[0], q.shape[1], k_cache.shape[2], q.shape[2], q.dtype, meta.max_q_len,
+                meta.max_seq_len, q.device)
+        return self._prefill_splits

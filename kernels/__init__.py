@@ -11,7 +11,13 @@ from kernels.paged_attention_decode import (
     paged_attention_decode,
     paged_attention_decode_ref,
 )
-from kernels.paged_attention_prefill import PrefillConfig, paged_attention_prefill, paged_attention_prefill_ref
+from kernels.paged_attention_prefill import (
+    PrefillConfig,
+    choose_prefill_splits,
+    paged_attention_prefill,
+    paged_attention_prefill_ref,
+    paged_attention_prefill_split,
+)
 from kernels.rmsnorm import rms_norm, rms_norm_ref
 from kernels.rotary import apply_rotary, apply_rotary_ref, build_cos_sin_cache, rope_inv_freq
 
@@ -22,10 +28,12 @@ __all__ = [
     "apply_rotary_ref",
     "build_cos_sin_cache",
     "choose_num_splits",
+    "choose_prefill_splits",
     "paged_attention_decode",
     "paged_attention_decode_ref",
     "paged_attention_prefill",
     "paged_attention_prefill_ref",
+    "paged_attention_prefill_split",
     "rms_norm",
     "rms_norm_ref",
     "rope_inv_freq",

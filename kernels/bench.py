@@ -6,6 +6,13 @@
    graph replay (how the engine runs decode); bandwidth = K+V bytes read / time.
 3. Unless --no-sweep: other launch configs and split counts, to re-tune the heuristics.
 4. paged_attention_prefill on a 4096-token prompt and a 512-token chunk after a 3584-token prefix.
+5. Prefix reuse (a pinned-prefix chat turn): 1 sequence, 50 new queries after 2,000 cached tokens,
+   unsplit prefill kernel vs the split-KV path, eagerly shaped (max_q_len 50) and as PrefillGraphs
+   captures it (64 query rows, max_seq_len 8192); timed as graph replays of 1 call and of 32 calls
+   over 32 layers' caches (per-layer time, launch gaps amortised as in the engine's graph). Unless
+   --no-sweep: split-path configs x split counts.
+
+`--only decode prefill prefix` picks sections (the copy bandwidth always runs).
 
 Timings are triton.testing.do_bench medians (L2 flushed between runs); the run prints its own duration.
 """
@@ -26,7 +33,15 @@ from kernels.paged_attention_decode import (
     paged_attention_decode,
     paged_attention_decode_ref,
 )
-from kernels.paged_attention_prefill import paged_attention_prefill, paged_attention_prefill_ref
+from kernels.paged_attention_prefill import (
+    PrefillConfig,
+    choose_prefill_splits,
+    paged_attention_prefill,
+    paged_attention_prefill_ref,
+    paged_attention_prefill_split,
+    prefill_config,
+    prefill_split_config,
+)
 
 NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE = 32, 8, 128, 16  # Llama-3-8B
 DTYPE = torch.bfloat16
@@ -42,6 +57,20 @@ SWEEP_CONFIGS = [  # (block_n, num_warps, num_stages); the first is the default 
     DecodeConfig(32, 4, 5),
     DecodeConfig(128, 4, 3),
 ]
+PREFIX_NEW, PREFIX_CACHED = 50, 2000  # the pinned-prefix chat turn of docs/BENCHMARKS.md (issue 4)
+PREFIX_LAYERS = 32  # Llama-3-8B: 32 layers, one cache each
+PREFIX_GRAPH_ROWS, PREFIX_GRAPH_MAX_SEQ = 64, 8192  # PrefillGraphs: size 64 for 50 tokens, max_model_len
+PREFIX_SWEEP_CONFIGS = [  # (block_m, block_n, num_warps, num_stages); the first is the default here
+    PrefillConfig(64, 64, 4, 3),
+    PrefillConfig(64, 64, 4, 2),
+    PrefillConfig(64, 32, 4, 3),
+    PrefillConfig(64, 128, 4, 2),
+    PrefillConfig(64, 64, 8, 3),
+    PrefillConfig(128, 64, 8, 3),
+    PrefillConfig(128, 64, 8, 2),
+    PrefillConfig(32, 64, 4, 3),
+]
+PREFIX_SWEEP_SPLITS = [2, 4, 6, 8, 12, 16, 24, 32]
 TOLERANCE = 1e-2  # on ||out - ref|| / ||ref||; bf16 rounding gives ~3e-3
 
 
@@ -179,9 +208,127 @@ def bench_prefill() -> None:
         print(f"{q_len:6d} {seq_len:7d} {status:>16} {ms * 1e3:8.1f} {flops / (ms * 1e-3) / 1e12:8.1f}")
 
 
+class PrefixCase:
+    """One sequence: `new` queries after `cached` keys, over `layers` separate paged caches sharing one
+    block table (as the engine's layers do): a graph of one call per layer reads each layer's K/V once,
+    so L2 holds nothing from the previous layer, as in a real forward pass."""
+
+    def __init__(self, new: int, cached: int, layers: int):
+        self.new, self.seq_len, self.layers = new, new + cached, layers
+        blocks = triton.cdiv(self.seq_len, BLOCK_SIZE)
+        shape = (blocks + 1, BLOCK_SIZE, NUM_KV_HEADS, HEAD_DIM)
+        self.caches = [
+            (torch.randn(shape, dtype=DTYPE, device=DEVICE), torch.randn(shape, dtype=DTYPE, device=DEVICE))
+            for _ in range(layers)
+        ]
+        self.block_tables = torch.randperm(blocks + 1, device=DEVICE)[:blocks].view(1, blocks).int()
+        self.seq_lens = torch.tensor([self.seq_len], dtype=torch.int32, device=DEVICE)
+        self.cu = torch.tensor([0, new], dtype=torch.int32, device=DEVICE)
+        rows = max(new, PREFIX_GRAPH_ROWS)
+        self.q = torch.randn(rows, NUM_Q_HEADS, HEAD_DIM, dtype=DTYPE, device=DEVICE)
+        self.out = torch.empty_like(self.q)
+        self.scale = HEAD_DIM**-0.5
+        self.kv_bytes = 2 * self.seq_len * NUM_KV_HEADS * HEAD_DIM * self.q.element_size()  # per layer
+        visible_keys = new * cached + new * (new + 1) // 2
+        self.flops = 4 * NUM_Q_HEADS * HEAD_DIM * visible_keys  # per layer: QK^T and PV
+        k0, v0 = self.caches[0]
+        self.ref = paged_attention_prefill_ref(
+            self.q[:new], k0, v0, self.block_tables, self.cu, self.seq_lens, self.scale, new
+        )
+
+    def call(self, path: str, rows: int, max_q_len: int, layer: int = 0, **kwargs) -> None:
+        """path 'old' (paged_attention_prefill) or 'split'; rows of q (>= new: graph padding)."""
+        k, v = self.caches[layer]
+        args = (self.q[:rows], k, v, self.block_tables, self.cu, self.seq_lens, self.scale, max_q_len)
+        if path == "old":
+            paged_attention_prefill(*args, out=self.out[:rows], **kwargs)
+        else:
+            paged_attention_prefill_split(*args, out=self.out[:rows], **kwargs)
+
+    def check(self, path: str, rows: int, max_q_len: int, **kwargs) -> str:
+        self.out.fill_(math.nan)
+        self.call(path, rows, max_q_len, **kwargs)
+        err = _relative_error(self.out[: self.new], self.ref)
+        if self.out[self.new : rows].isfinite().any():
+            return "FAIL pad rows written"
+        return _status(err)
+
+    def time_us(self, path: str, rows: int, max_q_len: int, layers: int, **kwargs) -> float:
+        """Median µs per call of a graph replaying `layers` calls, one per layer's cache."""
+        self.call(path, rows, max_q_len, **kwargs)  # compile outside the capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for layer in range(layers):
+                self.call(path, rows, max_q_len, layer, **kwargs)
+        return _median_ms(graph.replay) * 1e3 / layers
+
+
+def bench_prefix(copy_bw: float, sweep: bool) -> None:
+    device = torch.device(DEVICE)
+    new, cached = PREFIX_NEW, PREFIX_CACHED
+    case = PrefixCase(new, cached, PREFIX_LAYERS)
+    gqa_pad = triton.next_power_of_2(NUM_Q_HEADS // NUM_KV_HEADS)
+    rows_g, max_seq_g = PREFIX_GRAPH_ROWS, PREFIX_GRAPH_MAX_SEQ
+    print(f"\nprefix reuse: 1 sequence, {new} new queries after {cached} cached tokens (seq_len {case.seq_len})")
+    print(f"  Hq={NUM_Q_HEADS} Hkv={NUM_KV_HEADS} D={HEAD_DIM} {DTYPE} block_size={BLOCK_SIZE}; "
+          f"K+V {case.kv_bytes / 1e6:.2f} MB and {case.flops / 1e9:.2f} GFLOP per layer")
+    print(f"  old = paged_attention_prefill {prefill_config(HEAD_DIM, DTYPE, gqa_pad, new)}")
+    print(f"  split = paged_attention_prefill_split {prefill_split_config(HEAD_DIM, DTYPE, gqa_pad, new)}")
+    print(f"  'graph' rows: q of {rows_g} rows, max_q_len {rows_g}, max_seq_len {max_seq_g} (as PrefillGraphs)")
+    print(f"  us/1 = graph of one call (launch floor included); us/{PREFIX_LAYERS} = per call in a graph of "
+          f"{PREFIX_LAYERS} calls over {PREFIX_LAYERS} layers' caches; GB/s, TFLOP/s from us/{PREFIX_LAYERS}")
+    split_e = choose_prefill_splits(1, NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM, DTYPE, new, case.seq_len, device)
+    split_g = choose_prefill_splits(1, NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM, DTYPE, rows_g, max_seq_g, device)
+    variants = [  # (name, path, rows, max_q_len, kwargs)
+        ("old", "old", new, new, {}),
+        ("old graph", "old", rows_g, rows_g, {}),
+        (f"split={split_e}", "split", new, new, {"max_seq_len": case.seq_len}),
+        (f"split={split_g} graph", "split", rows_g, rows_g, {"max_seq_len": max_seq_g}),
+    ]
+    print(f"{'path':>16} {'check':>16} {'us/1':>7} {f'us/{PREFIX_LAYERS}':>7} {'GB/s':>6} {'% copy':>7} "
+          f"{'TFLOP/s':>7} {'speedup':>7}")
+    base = None
+    for name, path, rows, max_q_len, kwargs in variants:
+        status = case.check(path, rows, max_q_len, **kwargs)
+        us1 = case.time_us(path, rows, max_q_len, 1, **kwargs)
+        us = case.time_us(path, rows, max_q_len, PREFIX_LAYERS, **kwargs)
+        base = base or us
+        bw = case.kv_bytes / (us * 1e-6)
+        print(f"{name:>16} {status:>16} {us1:7.1f} {us:7.1f} {bw / 1e9:6.0f} {100 * bw / copy_bw:6.1f}% "
+              f"{case.flops / (us * 1e-6) / 1e12:7.1f} {base / us:6.1f}x")
+    if not sweep:
+        return
+
+    print(f"\nsweep: split path, eager shape (max_q_len {new}), us per call in the {PREFIX_LAYERS}-layer graph")
+    print(f"{'config':>24} " + " ".join(f"{f's={n}':>7}" for n in PREFIX_SWEEP_SPLITS))
+    best = (math.inf, None, None)
+    for config in PREFIX_SWEEP_CONFIGS:
+        cells = []
+        for splits in PREFIX_SWEEP_SPLITS:
+            kwargs = {"num_splits": splits, "config": config}
+            try:
+                status = case.check("split", new, new, **kwargs)
+                if status.startswith("FAIL"):
+                    cells.append("FAIL")
+                    continue
+                us = case.time_us("split", new, new, PREFIX_LAYERS, **kwargs)
+                cells.append(f"{us:7.1f}")
+                if us < best[0]:
+                    best = (us, config, splits)
+            except Exception as exc:  # e.g. out of shared memory: report and go on
+                cells.append(f"{type(exc).__name__}"[:7])
+        name = f"bm={config.block_m} bn={config.block_n} w={config.num_warps} s={config.num_stages}"
+        print(f"{name:>24} " + " ".join(f"{c:>7}" for c in cells))
+    if best[1] is not None:
+        print(f"best: {best[0]:.1f} us with {best[1]}, num_splits={best[2]}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-sweep", action="store_true", help="skip the config and split-count sweeps")
+    parser.add_argument("--only", nargs="+", choices=["decode", "prefill", "prefix"],
+                        default=["decode", "prefill", "prefix"], help="sections to run (default: all)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("kernels.bench needs a CUDA GPU: torch.cuda.is_available() is False")
@@ -191,8 +338,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}, triton {triton.__version__}")
     copy_bw = copy_bandwidth()
     print(f"device copy bandwidth (read + write): {copy_bw / 1e9:.0f} GB/s")
-    bench_decode(copy_bw, sweep=not args.no_sweep)
-    bench_prefill()
+    if "decode" in args.only:
+        bench_decode(copy_bw, sweep=not args.no_sweep)
+    if "prefill" in args.only:
+        bench_prefill()
+    if "prefix" in args.only:
+        bench_prefix(copy_bw, sweep=not args.no_sweep)
     print(f"\ndone in {time.perf_counter() - start:.0f} s")
 
 

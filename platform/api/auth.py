@@ -1,11 +1,11 @@
 """`Authorization: Bearer <key>` for /v1: the key's hash is looked up; 401 unknown, 403 revoked."""
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
 from api.errors import ApiError
+from pagoda.db import db_call
 from tenants import selectors, services
 from tenants.models import ApiKey
 
@@ -54,4 +54,4 @@ class ApiKeyAuth(HttpBearer):
         return await self.authenticate(request, token.strip())
 
     async def authenticate(self, request: HttpRequest, token: str) -> ApiKey:
-        return await sync_to_async(authenticate_key)(token, endpoint_of(request.path))
+        return await db_call(authenticate_key)(token, endpoint_of(request.path))

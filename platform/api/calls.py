@@ -7,11 +7,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from asgiref.sync import sync_to_async
-
 from api import ratelimit
 from api.errors import ApiError
 from api.generation import EngineRun
+from pagoda.db import db_call
 from tenants import services
 from tenants.models import ApiKey, SamplingProfile
 
@@ -60,7 +59,7 @@ class ApiCall:
         try:
             if run is not None:
                 await ratelimit.add_tokens(self.key, run.num_output_tokens)
-            await sync_to_async(services.record_api_usage)(
+            await db_call(services.record_api_usage)(
                 self.key,
                 endpoint=self.endpoint,
                 status_code=self.status_code,

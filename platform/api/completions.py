@@ -14,7 +14,6 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
 import engine_runtime
@@ -27,6 +26,7 @@ from api.profiles import resolve_profile
 from api.prompts import chat_prompt_ids, completion_prompt_ids
 from api.sampling import build_params, fit_to_context
 from api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
+from pagoda.db import db_call
 from tenants import selectors
 from tenants.models import ApiKey, SamplingProfile, Tenant
 
@@ -86,7 +86,7 @@ async def _execute(call: ApiCall, plan_for: Callable[[], Plan], stream: bool) ->
     try:
         await ratelimit.check_request(call.key)
         plan = plan_for()
-        call.profile, system_prompt = await sync_to_async(_profile_and_system_prompt)(call.key.tenant, call.model)
+        call.profile, system_prompt = await db_call(_profile_and_system_prompt)(call.key.tenant, call.model)
         params = build_params(call.profile, plan.overrides, plan.logprobs)
         engine = await engine_runtime.aget_engine(timeout=0)  # 503 while loading: never queue behind a load
         prompt_ids = await asyncio.to_thread(plan.encode, engine, system_prompt)

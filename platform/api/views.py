@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import logging
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -26,6 +25,7 @@ from api.schemas import (
     Model,
     ModelList,
 )
+from pagoda.db import db_call
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ async def create_completion(request: HttpRequest, body: CompletionRequest):
 
 async def _models(request: HttpRequest) -> list[dict]:
     key = request.auth
-    models = await sync_to_async(profiles.list_models)(key.tenant, engine_runtime.status()["max_model_len"])
+    models = await db_call(profiles.list_models)(key.tenant, engine_runtime.status()["max_model_len"])
     await ApiCall(key, "models").finish()
     return models
 

@@ -1,29 +1,28 @@
 """ChatConsumer: one WebSocket per open conversation at /ws/chat/<conversation_id>/ (frames: chat.protocol).
 
 The socket arrives authenticated by its session cookie and origin-checked (pagoda.asgi wraps every
-route in AllowedHostsOriginValidator + AuthMiddlewareStack). A turn runs as a task beside the receive
-loop, so a stop frame, or the socket closing, is handled while the reply streams: either aborts the
-engine request at once (its KV blocks are freed before the engine's next step and its stream ends with
-finish_reason "abort"), and the partial reply is saved as stopped. Every database step runs in a
-thread (`_db`) and so does tokenizing: the event loop only moves frames.
+route in pagoda.ws_origin.SameOriginValidator + AuthMiddlewareStack). A turn runs as a task beside
+the receive loop, so a stop frame, or the socket closing, is handled while the reply streams: either
+aborts the engine request at once (its KV blocks are freed before the engine's next step and its
+stream ends with finish_reason "abort"), and the partial reply is saved as stopped. Every database
+step runs in a thread (`_db`) and so does tokenizing: the event loop only moves frames.
 """
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import uuid
 
-from channels.db import aclose_old_connections, database_sync_to_async
+from channels.db import aclose_old_connections
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.db import close_old_connections
 
 import engine_runtime
 from chat import prompting, protocol, selectors, services
 from chat.errors import CLOSE_UNAUTHENTICATED, EXPECTED_ERRORS, ChatAccessError, ChatError, to_chat_error
 from chat.replies import ReplyStream
 from observability import track_request
+from pagoda.db import db_call as _db  # each call gives its connection back at once
 from tenants.models import Message
 
 logger = logging.getLogger(__name__)
@@ -31,23 +30,9 @@ logger = logging.getLogger(__name__)
 # daphne kills an application that takes over 10 s to close. A closing socket aborts its request at
 # once, then waits at most this long for the turn to save the partial reply before cancelling it.
 DISCONNECT_GRACE_S = 5.0
-
-
-def _db(func):
-    """database_sync_to_async(func), closing the connection the call used when it returns.
-
-    channels closes old connections around the call, but asgiref (3.13 here) runs the function in a
-    copy of the caller's context, where Django keeps that connection: channels' close misses it, and
-    every open socket would hold a database connection for its whole life.
-    """
-    @functools.wraps(func)
-    def run(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        finally:
-            close_old_connections()
-
-    return database_sync_to_async(run)
+# A reply's final save that fails is tried once more this long after, on a fresh connection (one that
+# dropped, a database failing over). The save is idempotent: a first try that did write is harmless.
+SAVE_RETRY_DELAY_S = 1.0
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -105,8 +90,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     # -- helpers -------------------------------------------------------------------------------------
     async def _send(self, text: str) -> None:
-        if not self.closed:
+        if self.closed:
+            return
+        try:
             await self.send(text_data=text)
+        except Exception:  # noqa: BLE001 - gone before the server told us (daphne: autobahn's Disconnected)
+            # As a close: the reply is stopped and saved as such, not failed with "internal_error".
+            logger.info("chat socket of conversation %s was gone mid-send", self.conversation_id)
+            self.closed = True
+            self._abort()
 
     async def _close(self, code: int) -> None:
         self.closed = True
@@ -174,21 +166,34 @@ class ChatConsumer(AsyncWebsocketConsumer):
             failure = to_chat_error(exc)
         finally:
             self.engine = self.request_id = None
-            await self._save_reply(turn, stream, failure)
+            saved = await self._save_reply(turn, stream, failure)
+        if not saved and failure is None:  # never `done` for a reply the page would not show again
+            failure = ChatError("reply_not_saved", "The reply could not be saved (a database error); try again.")
         if failure is not None:
             await self._send(protocol.error_frame(failure, message_id=turn.reply.pk))
         else:
             await self._send(protocol.done_frame(message_id=turn.reply.pk, status=stream.status,
                                                  finish_reason=stream.finish_reason or "abort", usage=stream.usage()))
 
-    async def _save_reply(self, turn: services.Turn, stream: ReplyStream, failure: ChatError | None) -> None:
-        try:
-            # Shielded: a turn cancelled by a closing socket still stores what it has.
-            await asyncio.shield(_db(services.finish_turn)(
-                turn.reply, stream, status=Message.Status.ERROR if failure else None,
-                error=failure.message if failure else ""))
-        except Exception:  # the database went away: the row stays pending, the page shows it incomplete
-            logger.exception("could not save reply %s", turn.reply.pk)
+    async def _save_reply(self, turn: services.Turn, stream: ReplyStream, failure: ChatError | None) -> bool:
+        """Store what the reply became (tried twice); False when it could not be, and its row stays pending.
+
+        Shielded: a turn cancelled by a closing socket still stores what it has. A row left pending is
+        marked failed once it is stale (services.fail_stale_replies, when its conversation is next opened).
+        """
+        return await asyncio.shield(self._save_with_retry(turn, stream, failure))
+
+    async def _save_with_retry(self, turn: services.Turn, stream: ReplyStream, failure: ChatError | None) -> bool:
+        status, error = (Message.Status.ERROR, failure.message) if failure else (None, "")
+        for attempt in (1, 2):
+            if attempt == 2:
+                await asyncio.sleep(SAVE_RETRY_DELAY_S)
+            try:
+                await _db(services.finish_turn)(turn.reply, stream, status=status, error=error)
+                return True
+            except Exception:  # e.g. the database went away
+                logger.exception("could not save reply %s (try %s of 2)", turn.reply.pk, attempt)
+        return False
 
     async def _forward(self, engine, plan: services.TurnPlan, prompt_ids: list[int], params, request_id: str,
                        stream: ReplyStream) -> None:

@@ -14,7 +14,9 @@ server -> client
     {"type": "done", "message_id": 12, "status": "complete" | "stopped", "finish_reason": "stop" |
      "length" | "abort", "usage": {"prompt_tokens", "completion_tokens", "cached_tokens"}}
     {"type": "error", "code": "...", "message": "...", "message_id": 12 | null}
-                                             message_id: the reply saved with status error, if any
+                                             message_id: the reply this error ends, saved with status
+                                             error, if any; code "reply_not_saved": that reply could not
+                                             be saved at all (it is marked failed later, see docs/chat.md)
 Close codes (errors.CLOSE_*): 4401 not logged in, 4403 not your conversation, 4404 no such conversation.
 """
 from __future__ import annotations

@@ -6,13 +6,16 @@ through database_sync_to_async.
     finish_turn(turn.reply, stream, status=..., error=...)   # the reply's text, status and usage
 
 Nothing is written before begin_turn, so a turn refused for bad input, a missing engine or a prompt
-too long for the context leaves no trace.
+too long for the context leaves no trace. A reply whose finish_turn never came (its save failed while
+the database was away, or its process died) stays pending until fail_stale_replies marks it failed.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import transaction
+from django.utils import timezone
 
 from chat import selectors
 from chat.errors import ChatError
@@ -111,6 +114,22 @@ def finish_turn(reply: Message, stream: ReplyStream, *, status: str | None = Non
         error=error,
         **stream.timings_ms(),
     )
+
+
+STALE_REPLY_ERROR = "This reply was lost before it could be saved. Regenerate it."
+
+
+def fail_stale_replies(conversation: Conversation, older_than_s: float) -> int:
+    """Mark the conversation's replies pending for longer than `older_than_s` as error; returns how many.
+
+    No replica can tell whether another one still streams a pending reply, so only age decides: past
+    the bound (PAGODA_CHAT_STALE_REPLY_SECONDS, longer than any reply takes) nothing will save it. A
+    reply still streaming past it is saved over the error when it ends.
+    """
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    return Message.objects.filter(
+        conversation=conversation, role=Message.Role.ASSISTANT, status=Message.Status.PENDING, created_at__lt=cutoff,
+    ).update(status=Message.Status.ERROR, error=STALE_REPLY_ERROR, completed_at=timezone.now())
 
 
 def new_conversation(user, tenant) -> Conversation:

@@ -33,6 +33,7 @@ def page_strings(max_chars: int) -> dict[str, str]:
         "error_context_length_exceeded": _("The message is too long for the model's context. Shorten it."),
         "error_engine_unavailable": _("The model is not available right now. Try again in a moment."),
         "error_engine_overloaded": _("The model is busy. Try again in a moment."),
+        "error_reply_not_saved": _("The reply could not be saved. Try again in a moment."),
         "error_busy": _("A reply is still being written. Stop it first."),
         "error_unknown_profile": _("That profile does not exist."),
         "error_nothing_to_regenerate": _("There is nothing to regenerate yet."),

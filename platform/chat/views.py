@@ -55,6 +55,7 @@ def conversation(request, conversation_id: int):
     found = tenant_selectors.conversation_for_user(request.user, conversation_id)
     if found is None:
         raise Http404("No such conversation")
+    services.fail_stale_replies(found, settings.PAGODA_CHAT_STALE_REPLY_SECONDS)  # shown failed, not "Incomplete"
     tenants = list(tenant_selectors.tenants_for_user(request.user))
     return _page(request, tenants, selectors.sidebar(request.user, tenants), found)
 

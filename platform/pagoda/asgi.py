@@ -1,7 +1,7 @@
 """ASGI entry point: `daphne pagoda.asgi:application` (with platform/ on PYTHONPATH), or `manage.py runserver`.
 
 HTTP goes to Django (static files served here too unless PAGODA_SERVE_STATIC=false); WebSockets go to
-the routes the apps declare (pagoda.routing), behind origin validation and session auth.
+the routes the apps declare (pagoda.routing), behind the origin check (pagoda.ws_origin) and session auth.
 The engine starts here, when this module is loaded: daphne does not run ASGI lifespan events, so
 a lifespan hook would never fire. It loads in a background thread so the server listens meanwhile.
 So does the pin listener (tenants.pin_events): with Redis, prompt changes made on any replica re-pin here.
@@ -22,11 +22,11 @@ django_asgi_app = get_asgi_application()  # sets Django up before anything impor
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 import engine_runtime  # noqa: E402
 from pagoda.routing import collect_websocket_urlpatterns  # noqa: E402
+from pagoda.ws_origin import SameOriginValidator  # noqa: E402
 
 
 def _http_app():
@@ -49,7 +49,7 @@ def _stop_engine_with_server() -> None:
 application = ProtocolTypeRouter(
     {
         "http": _http_app(),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(collect_websocket_urlpatterns()))),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(collect_websocket_urlpatterns()))),
     }
 )
 

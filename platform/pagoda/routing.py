@@ -2,7 +2,7 @@
 
 An app (e.g. `chat`) declares its routes in `<app>/routing.py`:
     websocket_urlpatterns = [path("ws/chat/<int:conversation_id>/", ChatConsumer.as_asgi())]
-asgi.py wraps them in AllowedHostsOriginValidator + AuthMiddlewareStack.
+asgi.py wraps them in ws_origin.SameOriginValidator + AuthMiddlewareStack.
 """
 from importlib import import_module
 from importlib.util import find_spec

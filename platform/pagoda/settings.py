@@ -14,7 +14,8 @@ Environment:
   SECRET_KEY        default: generated once into var/secret_key
   DEBUG             default false
   ALLOWED_HOSTS     comma-separated; default localhost,127.0.0.1,[::1]
-  CSRF_TRUSTED_ORIGINS  comma-separated origins (for a reverse proxy on another host/port)
+  CSRF_TRUSTED_ORIGINS  comma-separated origins (for a reverse proxy on another host/port); the chat
+                    socket's origin check (pagoda.ws_origin) accepts them too
   TIME_ZONE         default UTC
   PAGODA_SERVE_STATIC   serve /static/ from the ASGI app (no separate web server needed); default true
   PAGODA_ADMIN_USER / PAGODA_ADMIN_PASSWORD   first superuser made by `manage.py bootstrap` (default admin/admin)
@@ -23,6 +24,8 @@ Environment:
   PAGODA_LOG_CONTENT    true: request log lines carry the prompt and completion text (default false)
   PAGODA_CHAT_MAX_MESSAGE_CHARS  longest chat message an employee may send, in characters (default 8000)
   PAGODA_CHAT_ENGINE_WAIT_SECONDS  how long a chat turn waits for an engine that is still loading (default 30)
+  PAGODA_CHAT_STALE_REPLY_SECONDS  a chat reply still pending after this long was lost (its save failed, its
+                    process died) and is shown failed when its conversation is opened (default 3600)
   PAGODA_REPLICA    this replica's name, sent as the X-Pagoda-Replica response header (default: none)
   PAGODA_BEHIND_HTTPS_PROXY  true: a TLS-terminating proxy in front sets X-Forwarded-Proto; trust it,
                     send session / CSRF cookies as Secure, redirect HTTP to HTTPS and send HSTS (default false)
@@ -177,6 +180,8 @@ PAGODA_LOG_CONTENT = env.parse_bool(os.environ.get("PAGODA_LOG_CONTENT"), defaul
 # --- browser chat (see platform/chat) ---
 PAGODA_CHAT_MAX_MESSAGE_CHARS = int(os.environ.get("PAGODA_CHAT_MAX_MESSAGE_CHARS", "8000"))
 PAGODA_CHAT_ENGINE_WAIT_SECONDS = float(os.environ.get("PAGODA_CHAT_ENGINE_WAIT_SECONDS", "30"))
+# Longer than any reply streams: a reply pending past it has nobody left to save it (chat.services).
+PAGODA_CHAT_STALE_REPLY_SECONDS = float(os.environ.get("PAGODA_CHAT_STALE_REPLY_SECONDS", "3600"))
 
 LOGGING = {
     "version": 1,

@@ -37,12 +37,12 @@ def asgi_application():
 
 
 @contextlib.asynccontextmanager
-async def chat_socket(conversation_id: int, session_key: str | None = None, *, origin: str = "http://localhost"):
+async def chat_socket(conversation_id: int, session_key: str | None = None, *, origin: str | None = "http://localhost",
+                      host: str = "localhost"):
     """A WebsocketCommunicator on /ws/chat/<id>/, connected; always disconnected on the way out.
-
-    Yields (communicator, connected).
+    origin=None sends no Origin header. Yields (communicator, connected).
     """
-    headers = [(b"host", b"localhost"), (b"origin", origin.encode())]
+    headers = [(b"host", host.encode())] + ([(b"origin", origin.encode())] if origin is not None else [])
     if session_key:
         headers.append((b"cookie", f"sessionid={session_key}".encode()))
     communicator = WebsocketCommunicator(asgi_application(), f"/ws/chat/{conversation_id}/", headers=headers)

@@ -61,6 +61,42 @@ async def test_foreign_origin_is_rejected_at_the_handshake(conversation, member,
         assert not connected
 
 
+# (Host header, Origin header, CSRF_TRUSTED_ORIGINS, accepted): the page's own host:port, as Django's
+# CSRF origin check has it; 80 and 443 are no port; the scheme is not compared (TLS may end at a proxy).
+ORIGINS = [
+    ("localhost", "http://localhost", [], True),
+    ("localhost:8000", "http://localhost:8000", [], True),
+    ("localhost:8000", "http://localhost:9000", [], False),  # another app on the same host
+    ("localhost", "http://localhost:8000", [], False),
+    ("localhost:8000", "http://localhost", [], False),
+    ("localhost", "https://localhost:443", [], True),
+    ("localhost:80", "http://localhost", [], True),
+    ("localhost", "https://localhost", [], True),
+    ("[::1]:8000", "http://[::1]:8000", [], True),
+    ("127.0.0.1:8000", "http://localhost:8000", [], False),  # both allowed hosts, but not the page's own
+    ("evil.example", "http://evil.example", [], False),  # not in ALLOWED_HOSTS
+    ("evil.example:8000", "http://evil.example:8000", [], False),
+    ("localhost", "null", [], False),
+    ("localhost", None, [], False),
+    ("localhost", "http://user@localhost", [], False),
+    ("localhost", "https://chat.example:8443", ["https://chat.example:8443"], True),
+    ("localhost", "https://chat.example", ["https://chat.example:8443"], False),
+    ("localhost", "http://chat.example:8443", ["https://chat.example:8443"], False),  # trusted: scheme too
+    ("localhost", "https://chat.example", ["https://chat.example:443"], True),
+    ("localhost", "https://a.example.internal", ["https://*.example.internal"], True),
+    ("localhost", "https://a.example.internal:8443", ["https://*.example.internal"], False),
+    ("localhost", "https://evil-example.internal", ["https://*.example.internal"], False),
+]
+
+
+@pytest.mark.parametrize(("host", "origin", "trusted", "accepted"), ORIGINS)
+async def test_the_origin_must_be_the_pages_own_host_and_port_or_trusted(conversation, settings, host, origin,
+                                                                         trusted, accepted):
+    settings.CSRF_TRUSTED_ORIGINS = trusted
+    async with chat_socket(conversation.pk, origin=origin, host=host) as (_, connected):
+        assert connected is accepted
+
+
 @pytest.mark.parametrize(
     ("raw", "code"),
     [

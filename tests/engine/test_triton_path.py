@@ -32,3 +32,43 @@ def test_triton_kernels_give_the_reference_tokens(tiny_llama_path, monkeypatch):
     if not torch.cuda.is_available():
         monkeypatch.setattr(ops, "TRITON_ON_CPU", True)
     assert run() == reference
+
+
+def test_split_kv_prefill_gives_the_reference_tokens(tiny_llama_path, monkeypatch):
+    """Prefix hits and chunks routed to the split-KV prefill kernel (thresholds lowered so that the tiny
+    model's short contexts split) give the reference tokens."""
+    import importlib
+
+    import torch
+
+    import kernels
+
+    prefill = importlib.import_module("kernels.paged_attention_prefill")  # the module, not the function
+
+    system = list(range(700, 733))  # 33 tokens: the second wave's prefix hits are long against its queries
+    prompts = [system + list(range(800 + 7 * i, 803 + 7 * i)) for i in range(3)]
+    params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+
+    def run():
+        llm = LLM(model=str(tiny_llama_path), progress=False, device="cpu", block_size=8,
+                  max_num_batched_tokens=40)
+        first = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
+        second = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
+        assert llm.engine.block_manager.num_hit_tokens > 0
+        return first, second
+
+    reference = run()
+    if not torch.cuda.is_available():
+        monkeypatch.setattr(ops, "TRITON_ON_CPU", True)
+    monkeypatch.setattr(prefill, "SPLIT_MIN_KEYS", 8)
+    monkeypatch.setattr(prefill, "SPLIT_PROGRAMS_PER_SM", 256)  # CPU: 4 stand-in SMs
+    splits = []
+    real_split = kernels.paged_attention_prefill_split
+
+    def counting_split(*args, **kwargs):
+        splits.append(args[8])
+        return real_split(*args, **kwargs)
+
+    monkeypatch.setattr(kernels, "paged_attention_prefill_split", counting_split)
+    assert run() == reference
+    assert splits and max(splits) > 1, "no prefill step took the split-KV path"

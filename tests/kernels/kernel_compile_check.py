@@ -70,6 +70,10 @@ def _launch_all() -> None:
         cu = torch.arange(5, dtype=torch.int32)
         for max_q_len in (1, 4096):
             kernels.paged_attention_prefill(q, cache, cache, tables, cu, seq_lens, 0.1, max_q_len)
+        # Split-KV prefill: a 50-token chat turn after a long cached prefix (8B: 64-row tiles), split
+        # and unsplit, and a 128-token chunk (PrefillGraphs' largest size).
+        for max_q_len, num_splits in ((50, 1), (50, 8), (128, 4)):
+            kernels.paged_attention_prefill_split(q, cache, cache, tables, cu, seq_lens, 0.1, max_q_len, num_splits)
         key = torch.zeros(4, num_kv_heads, head_dim, dtype=bf16)
         kernels.write_kv_cache(key, key, cache, cache, torch.zeros(4, dtype=torch.int64))
         kernels.apply_rotary(q, key, torch.zeros(4, dtype=torch.int64), torch.zeros(8, head_dim))

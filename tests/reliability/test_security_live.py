@@ -47,6 +47,15 @@ def test_a_foreign_or_missing_origin_is_refused(rel_server, origin):
     assert result == ("refused", 403)
 
 
+def test_another_port_or_name_of_an_allowed_host_is_refused(rel_server):
+    """Another web app on this machine (same host, another port), or the page under another allowed name."""
+    user = rel_server.users[0]
+    port = int(rel_server.url.rsplit(":", 1)[1])
+    for origin in (f"http://127.0.0.1:{port + 1}", "http://127.0.0.1", f"http://localhost:{port}"):
+        result = asyncio.run(_handshake(rel_server, user["conversations"][0], user["session"], origin))
+        assert result == ("refused", 403), origin
+
+
 def test_the_same_origin_is_accepted(rel_server):
     user = rel_server.users[0]
     assert asyncio.run(_handshake(rel_server, user["conversations"][0], user["session"], rel_server.url)) == (

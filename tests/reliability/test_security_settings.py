@@ -196,3 +196,40 @@ def test_check_deploy_flags_debug_and_a_weak_key():
     check, _ = _production_settings({"DEBUG": "true", "SECRET_KEY": "short"})
     assert check.returncode != 0 and "security.W018" in check.stderr + check.stdout
     assert "security.W009" in check.stderr + check.stdout
+
+
+def _env_example_web_settings() -> dict[str, str]:
+    """The HTTPS settings deploy/env.example ships (DEBUG, ALLOWED_HOSTS, PAGODA_SSL_* / PAGODA_HSTS_*)."""
+    lines = (ROOT / "deploy/env.example").read_text().splitlines()
+    values = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+    return {k: v for k, v in values.items() if k in ("DEBUG", "ALLOWED_HOSTS") or k.startswith(("PAGODA_SSL_",
+                                                                                              "PAGODA_HSTS_"))}
+
+
+def test_the_env_example_behind_https_is_clean_for_check_deploy():
+    web = _env_example_web_settings()
+    assert set(web) >= {"PAGODA_SSL_REDIRECT", "PAGODA_HSTS_SECONDS", "PAGODA_HSTS_INCLUDE_SUBDOMAINS"}
+    check, values = _production_settings({**web, "PAGODA_BEHIND_HTTPS_PROXY": "true"})
+    assert check.returncode == 0 and "no issues" in check.stdout, check.stdout + check.stderr
+    assert values["SECURE_SSL_REDIRECT"] and values["SECURE_HSTS_SECONDS"] == int(web["PAGODA_HSTS_SECONDS"])
+
+
+# What the env example's comments promise: each of these makes check --deploy warn.
+WEAKER = [
+    ({"PAGODA_HSTS_INCLUDE_SUBDOMAINS": "false"}, ["W005"]),
+    ({"PAGODA_HSTS_SECONDS": "0"}, ["W004"]),
+    ({"PAGODA_SSL_REDIRECT": "false"}, ["W008"]),
+    # Without the proxy the PAGODA_SSL_* / PAGODA_HSTS_* values are not read at all.
+    ({"PAGODA_BEHIND_HTTPS_PROXY": "false", "PAGODA_SSL_REDIRECT": "true", "PAGODA_HSTS_SECONDS": "31536000"},
+     ["W004", "W008", "W012", "W016"]),
+]
+
+
+@pytest.mark.parametrize(("extra", "warnings"), WEAKER)
+def test_weaker_https_settings_make_check_deploy_warn(extra, warnings):
+    check, values = _production_settings(extra)
+    output = check.stdout + check.stderr
+    assert check.returncode != 0 and all(f"security.{w}" in output for w in warnings), output
+    if extra.get("PAGODA_BEHIND_HTTPS_PROXY") == "false":
+        assert values["SECURE_HSTS_SECONDS"] == 0 and not values["SECURE_SSL_REDIRECT"]
+        assert not values["SESSION_COOKIE_SECURE"] and not values["CSRF_COOKIE_SECURE"]
