@@ -53,6 +53,41 @@ def prefill_config(head_dim: int, dtype: torch.dtype, gqa_pad: int, max_q_len: i
 
 
 @triton.jit
+def _load_query_tile(
+    q_ptr, q_start, q_len, ctx_len, tok_start, kv_head, stride_q_tok, stride_q_head,
+    GQA: tl.constexpr, GQA_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+):
+    """The tile's query rows: BLOCK_M // GQA_PAD tokens from tok_start, times the GQA query heads of
+    kv_head (padded to GQA_PAD), so one K/V tile serves every head that shares it.
+    Returns q [BLOCK_M, D], each row's token row and head, the mask of real rows, and their positions."""
+    offs_m = tl.arange(0, BLOCK_M)
+    tok = tok_start + offs_m // GQA_PAD  # [BLOCK_M] token within the sequence's new tokens
+    g = offs_m % GQA_PAD
+    mask_m = (tok < q_len) & (g < GQA)
+    heads = kv_head * GQA + g
+    q_rows = (q_start + tok).to(tl.int64)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(
+        q_ptr + q_rows[:, None] * stride_q_tok + heads[:, None] * stride_q_head + offs_d[None, :],
+        mask=mask_m[:, None],
+        other=0.0,
+    )
+    return q, q_rows, heads, mask_m, ctx_len + tok
+
+
+@triton.jit
+def _store_out_tile(out_ptr, acc, l_i, q_rows, heads, mask_m, stride_out_tok, stride_out_head, HEAD_DIM: tl.constexpr):
+    """Normalise the tile's accumulator and store its real rows (l_i > 0 for each: key 0 is visible)."""
+    out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
+    offs_d = tl.arange(0, HEAD_DIM)
+    tl.store(
+        out_ptr + q_rows[:, None] * stride_out_tok + heads[:, None] * stride_out_head + offs_d[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=mask_m[:, None],
+    )
+
+
+@triton.jit
 def _prefill_kernel(
     q_ptr,  # [N, Hq, D]
     k_cache_ptr,  # [num_blocks, block_size, Hkv, D], contiguous
@@ -100,20 +135,10 @@ def _prefill_kernel(
     seq_len = tl.load(seq_lens_ptr + seq)
     ctx_len = seq_len - q_len  # keys already cached before this step's first query
 
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
     offs_n = tl.arange(0, BLOCK_N)
-    tok = tok_start + offs_m // GQA_PAD  # [BLOCK_M] token within the sequence's new tokens
-    g = offs_m % GQA_PAD
-    mask_m = (tok < q_len) & (g < GQA)
-    heads = kv_head * GQA + g
-    q_rows = (q_start + tok).to(tl.int64)
-    q = tl.load(
-        q_ptr + q_rows[:, None] * stride_q_tok + heads[:, None] * stride_q_head + offs_d[None, :],
-        mask=mask_m[:, None],
-        other=0.0,
-    )  # [BLOCK_M, D]
-    query_pos = ctx_len + tok  # [BLOCK_M] absolute positions
+    q, q_rows, heads, mask_m, query_pos = _load_query_tile(
+        q_ptr, q_start, q_len, ctx_len, tok_start, kv_head, stride_q_tok, stride_q_head, GQA, GQA_PAD, HEAD_DIM, BLOCK_M
+    )
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -140,12 +165,7 @@ def _prefill_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
 
-    out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
-    tl.store(
-        out_ptr + q_rows[:, None] * stride_out_tok + heads[:, None] * stride_out_head + offs_d[None, :],
-        out.to(out_ptr.dtype.element_ty),
-        mask=mask_m[:, None],
-    )
+    _store_out_tile(out_ptr, acc, l_i, q_rows, heads, mask_m, stride_out_tok, stride_out_head, HEAD_DIM)
 
 
 def paged_attention_prefill(
@@ -380,19 +400,10 @@ def _prefill_split_kernel(
     kv_end = tl.minimum(seq_len, ctx_len + tok_start + BLOCK_Q)
     hi = tl.minimum(lo + keys_per_split, kv_end)  # lo >= hi: empty range, only -inf maxima are written
 
-    offs_m = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-    tok = tok_start + offs_m // GQA_PAD  # [BLOCK_M] token within the sequence's new tokens
-    g = offs_m % GQA_PAD
-    mask_m = (tok < q_len) & (g < GQA)
-    heads = kv_head * GQA + g
-    q_rows = (q_start + tok).to(tl.int64)
-    q = tl.load(
-        q_ptr + q_rows[:, None] * stride_q_tok + heads[:, None] * stride_q_head + offs_d[None, :],
-        mask=mask_m[:, None],
-        other=0.0,
-    )  # [BLOCK_M, D]
-    query_pos = ctx_len + tok  # [BLOCK_M] absolute positions
+    q, q_rows, heads, mask_m, query_pos = _load_query_tile(
+        q_ptr, q_start, q_len, ctx_len, tok_start, kv_head, stride_q_tok, stride_q_head, GQA, GQA_PAD, HEAD_DIM, BLOCK_M
+    )
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -423,12 +434,7 @@ def _prefill_split_kernel(
         tl.store(part_acc_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=live[:, None])
     else:
         # One split: key 0 is visible to every row, so l_i > 0 for every real row.
-        out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
-        tl.store(
-            out_ptr + q_rows[:, None] * stride_out_tok + heads[:, None] * stride_out_head + offs_d[None, :],
-            out.to(out_ptr.dtype.element_ty),
-            mask=mask_m[:, None],
-        )
+        _store_out_tile(out_ptr, acc, l_i, q_rows, heads, mask_m, stride_out_tok, stride_out_head, HEAD_DIM)
 
 
 @triton.jit
