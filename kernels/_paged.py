@@ -25,3 +25,33 @@ def paged_kv_tile_offsets(
     block_ids = tl.load(block_table_row_ptr + pos // BLOCK_SIZE, mask=mask, other=0).to(tl.int64)
     row = block_ids * stride_cache_block + (pos % BLOCK_SIZE).to(tl.int64) * stride_cache_slot + kv_head_off
     return row[:, None] + tl.arange(0, HEAD_DIM)[None, :]
+
+
+@triton.jit
+def merge_split_partials(
+    part_acc_ptr,  # [rows, Hq, num_splits, D] fp32: unnormalised sum of p * v per split
+    part_max_ptr,  # [rows, Hq, num_splits] fp32: the split's max log2-domain score (-inf: it saw no key)
+    part_sum_ptr,  # [rows, Hq, num_splits] fp32: the split's sum of exp2(score - max)
+    row0,  # int64 index of split 0 of this (row, head)
+    num_splits,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_S: tl.constexpr,  # num_splits padded to a power of two
+):
+    """The split-KV merge of one (row, query head): sum_s w_s acc_s / sum_s w_s l_s, w_s = 2^(m_s - max).
+
+    A split that saw no key has max -inf and weight 0; its sum and acc are not read (the kernel that
+    wrote the partials may have left them unwritten). Returns the [HEAD_DIM] fp32 output.
+    """
+    offs_s = tl.arange(0, BLOCK_S)
+    m = tl.load(part_max_ptr + row0 + offs_s, mask=offs_s < num_splits, other=float("-inf"))  # [BLOCK_S]
+    live = m > float("-inf")
+    m_max = tl.max(m, axis=0)
+    m_max = tl.where(m_max > float("-inf"), m_max, 0.0)  # every split empty: all weights 0
+    w = tl.where(live, tl.exp2(m - m_max), 0.0)
+    l = tl.load(part_sum_ptr + row0 + offs_s, mask=live, other=0.0)
+    denom = tl.sum(w * l, axis=0)
+    offs_d = tl.arange(0, HEAD_DIM)
+    acc = tl.load(
+        part_acc_ptr + (row0 + offs_s[:, None]) * HEAD_DIM + offs_d[None, :], mask=live[:, None], other=0.0
+    )  # [BLOCK_S, D]
+    return tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0.0, denom, 1.0)

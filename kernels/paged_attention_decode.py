@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_paged_attention_inputs, num_sms
-from kernels._paged import LOG2E, paged_kv_tile_offsets
+from kernels._paged import LOG2E, merge_split_partials, paged_kv_tile_offsets
 
 MAX_SPLITS = 64
 MIN_KEYS_PER_SPLIT = 128  # below this the merge costs more than the extra parallelism gains
@@ -159,20 +159,8 @@ def _decode_merge_kernel(
     seq = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
     row0 = (seq * num_q_heads + head) * num_splits
-    offs_s = tl.arange(0, BLOCK_S)
+    out = merge_split_partials(part_acc_ptr, part_max_ptr, part_sum_ptr, row0, num_splits, HEAD_DIM, BLOCK_S)
     offs_d = tl.arange(0, HEAD_DIM)
-    mask_s = offs_s < num_splits
-
-    m = tl.load(part_max_ptr + row0 + offs_s, mask=mask_s, other=float("-inf"))  # [BLOCK_S]
-    l = tl.load(part_sum_ptr + row0 + offs_s, mask=mask_s, other=0.0)
-    m_max = tl.max(m, axis=0)
-    m_max = tl.where(m_max > float("-inf"), m_max, 0.0)  # all splits empty: weights become 0
-    w = tl.exp2(m - m_max)  # empty splits (max -inf) get weight 0
-    denom = tl.sum(w * l, axis=0)
-    acc = tl.load(
-        part_acc_ptr + (row0 + offs_s[:, None]) * HEAD_DIM + offs_d[None, :], mask=mask_s[:, None], other=0.0
-    )  # [BLOCK_S, D]
-    out = tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0.0, denom, 1.0)
     tl.store(out_ptr + seq * stride_out_seq + head * stride_out_head + offs_d, out.to(out_ptr.dtype.element_ty))
 
 

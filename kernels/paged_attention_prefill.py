@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_paged_attention_inputs, num_sms
-from kernels._paged import LOG2E, paged_kv_tile_offsets
+from kernels._paged import LOG2E, merge_split_partials, paged_kv_tile_offsets
 
 
 @dataclass(frozen=True)
@@ -452,25 +452,14 @@ def _prefill_merge_kernel(
     HEAD_DIM: tl.constexpr,
     BLOCK_S: tl.constexpr,  # num_splits padded to a power of two
 ):
-    """One program per (token, query head): out = sum_s w_s acc_s / sum_s w_s l_s, w_s = 2^(m_s - max)."""
+    """One program per (token, query head): the splits merged by _paged.merge_split_partials."""
     tok = tl.program_id(0)
     head = tl.program_id(1)
     if tok >= tl.load(cu_seqlens_q_ptr + num_seqs):  # padding rows past cu_seqlens_q[B]: not written
         return
     row0 = (tok.to(tl.int64) * num_q_heads + head) * num_splits
-    offs_s = tl.arange(0, BLOCK_S)
+    out = merge_split_partials(part_acc_ptr, part_max_ptr, part_sum_ptr, row0, num_splits, HEAD_DIM, BLOCK_S)
     offs_d = tl.arange(0, HEAD_DIM)
-    m = tl.load(part_max_ptr + row0 + offs_s, mask=offs_s < num_splits, other=float("-inf"))  # [BLOCK_S]
-    live = m > float("-inf")  # splits that saw a key; the others wrote no sum or acc
-    m_max = tl.max(m, axis=0)
-    m_max = tl.where(m_max > float("-inf"), m_max, 0.0)
-    w = tl.where(live, tl.exp2(m - m_max), 0.0)
-    l = tl.load(part_sum_ptr + row0 + offs_s, mask=live, other=0.0)
-    denom = tl.sum(w * l, axis=0)
-    acc = tl.load(
-        part_acc_ptr + (row0 + offs_s[:, None]) * HEAD_DIM + offs_d[None, :], mask=live[:, None], other=0.0
-    )  # [BLOCK_S, D]
-    out = tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0.0, denom, 1.0)
     tl.store(
         out_ptr + tok.to(tl.int64) * stride_out_tok + head * stride_out_head + offs_d,
         out.to(out_ptr.dtype.element_ty),

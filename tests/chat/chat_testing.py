@@ -3,29 +3,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 
-from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.db import close_old_connections
 
+from pagoda.db import db_call as db  # test tasks must not keep connections open past teardown
 from runtime_testing import runtime_set_aside  # noqa: F401 (re-exported for the chat tests)
 
 FRAME_TIMEOUT_S = 120  # a reply on two shared CPU cores; the tests ask for few tokens
-
-
-def db(func):
-    """database_sync_to_async that also closes the connection the call used (see chat.consumers._db):
-    test tasks must not keep connections open past the test database's teardown."""
-    @functools.wraps(func)
-    def run(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        finally:
-            close_old_connections()
-
-    return database_sync_to_async(run)
 
 
 def asgi_application():

@@ -1,16 +1,24 @@
 """The engine through the Triton kernels (interpreted on CPU here, compiled on a GPU): same tokens as
 through the torch references, for prefill, prefix hits, mixed batches and decode."""
-import pytest
-
 from inference import LLM, SamplingParams, ops
 
 
-@pytest.fixture
-def triton_on_cpu(monkeypatch):
+def _route_to_triton(monkeypatch):
+    """From here on the engine runs the Triton kernels: interpreted on CPU, compiled with CUDA."""
     import torch
 
     if not torch.cuda.is_available():
         monkeypatch.setattr(ops, "TRITON_ON_CPU", True)
+
+
+def _generate_twice(model_path, prompts, params):
+    """Greedy tokens of two waves of the same prompts through one LLM (the second hits the cache)."""
+    llm = LLM(model=str(model_path), progress=False, device="cpu", block_size=8,
+              max_num_batched_tokens=40)  # small budget: chunked prefill mixed with decodes
+    first = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
+    second = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
+    assert llm.engine.block_manager.num_hit_tokens > 0
+    return first, second
 
 
 def test_triton_kernels_give_the_reference_tokens(tiny_llama_path, monkeypatch):
@@ -18,28 +26,15 @@ def test_triton_kernels_give_the_reference_tokens(tiny_llama_path, monkeypatch):
     prompts = [system + list(range(800 + 7 * i, 805 + 7 * i)) for i in range(3)] + [[5, 6, 7]]
     params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
 
-    def run():
-        llm = LLM(model=str(tiny_llama_path), progress=False, device="cpu", block_size=8,
-                  max_num_batched_tokens=40)  # small budget: chunked prefill mixed with decodes
-        first = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
-        second = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
-        assert llm.engine.block_manager.num_hit_tokens > 0
-        return first, second
-
-    reference = run()
-    import torch
-
-    if not torch.cuda.is_available():
-        monkeypatch.setattr(ops, "TRITON_ON_CPU", True)
-    assert run() == reference
+    reference = _generate_twice(tiny_llama_path, prompts, params)
+    _route_to_triton(monkeypatch)
+    assert _generate_twice(tiny_llama_path, prompts, params) == reference
 
 
 def test_split_kv_prefill_gives_the_reference_tokens(tiny_llama_path, monkeypatch):
     """Prefix hits and chunks routed to the split-KV prefill kernel (thresholds lowered so that the tiny
     model's short contexts split) give the reference tokens."""
     import importlib
-
-    import torch
 
     import kernels
 
@@ -49,17 +44,8 @@ def test_split_kv_prefill_gives_the_reference_tokens(tiny_llama_path, monkeypatc
     prompts = [system + list(range(800 + 7 * i, 803 + 7 * i)) for i in range(3)]
     params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
 
-    def run():
-        llm = LLM(model=str(tiny_llama_path), progress=False, device="cpu", block_size=8,
-                  max_num_batched_tokens=40)
-        first = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
-        second = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
-        assert llm.engine.block_manager.num_hit_tokens > 0
-        return first, second
-
-    reference = run()
-    if not torch.cuda.is_available():
-        monkeypatch.setattr(ops, "TRITON_ON_CPU", True)
+    reference = _generate_twice(tiny_llama_path, prompts, params)
+    _route_to_triton(monkeypatch)
     monkeypatch.setattr(prefill, "SPLIT_MIN_KEYS", 8)
     monkeypatch.setattr(prefill, "SPLIT_PROGRAMS_PER_SM", 256)  # CPU: 4 stand-in SMs
     splits = []
@@ -70,5 +56,5 @@ def test_split_kv_prefill_gives_the_reference_tokens(tiny_llama_path, monkeypatc
         return real_split(*args, **kwargs)
 
     monkeypatch.setattr(kernels, "paged_attention_prefill_split", counting_split)
-    assert run() == reference
+    assert _generate_twice(tiny_llama_path, prompts, params) == reference
     assert splits and max(splits) > 1, "no prefill step took the split-KV path"

@@ -93,3 +93,19 @@ def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
         out[:, h] = torch.softmax(scores, dim=-1) @ vh
     return out
 
+
+
+def capture_without_host_sync(step) -> "torch.cuda.CUDAGraph":
+    """Run `step` once to compile, once more and under CUDA-graph capture with host syncs set to raise
+    (a launcher that reads a device value would fail here); returns the graph to replay."""
+    step()  # compile outside the capture
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    return graph

@@ -2,7 +2,7 @@ import math
 
 import pytest
 import torch
-from kernel_testing import DEVICE, DTYPES, PagedKV, assert_close, dense_attention
+from kernel_testing import DEVICE, DTYPES, PagedKV, assert_close, capture_without_host_sync, dense_attention
 
 from kernels.paged_attention_decode import choose_num_splits, paged_attention_decode, paged_attention_decode_ref
 
@@ -120,16 +120,7 @@ def test_decode_cuda_graph_without_host_sync():
     def step():
         paged_attention_decode(q, kv.k_cache, kv.v_cache, kv.block_tables, seq_lens, 0.1, max_seq_len=128, out=out)
 
-    step()  # compile outside the capture
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        step()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    graph = capture_without_host_sync(step)
     seq_lens.copy_(torch.tensor([0, 16, 33, 99], dtype=torch.int32))
     graph.replay()
     ref = paged_attention_decode_ref(q, kv.k_cache, kv.v_cache, kv.block_tables, seq_lens, 0.1)

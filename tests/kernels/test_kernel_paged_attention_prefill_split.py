@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from kernel_testing import DEVICE, DTYPES, PagedKV, assert_close
+from kernel_testing import DEVICE, DTYPES, PagedKV, assert_close, capture_without_host_sync
 
 from kernels.paged_attention_prefill import (
     SPLIT_MAX_Q_LEN,
@@ -166,16 +166,7 @@ def test_split_cuda_graph_without_host_sync():
         paged_attention_prefill_split(q, kv.k_cache, kv.v_cache, kv.block_tables, cu_q, seq_lens, 0.1, 64,
                                       max_seq_len=4096, out=out)
 
-    step()  # compile outside the capture
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        step()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    graph = capture_without_host_sync(step)
     for q_len, seq_len in ((50, 2050), (64, 64), (17, 1000), (2, 2049)):
         seq_lens.fill_(seq_len)
         cu_q[1] = q_len
