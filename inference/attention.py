@@ -5,8 +5,6 @@ from dataclasses import dataclass
 
 import torch
 
-import kernels
-
 from . import ops
 
 
@@ -41,21 +39,16 @@ class StepContext:
         if meta.decode_only:
             return ops.paged_attention_decode(q, k_cache, v_cache, meta.block_tables, meta.seq_lens,
                                               self.scale, meta.max_seq_len)
-        if ops._triton(q) and self.prefill_splits(q, k_cache) > 1:
-            # Few new tokens over a long context (a chat turn after a cached prefix): the key range is
-            # split across programs so the whole GPU works on it. Chosen from host ints only, so a
-            # CUDA graph captured with max_seq_len = the model's max length stays valid at replay.
-            return kernels.paged_attention_prefill_split(
-                q, k_cache, v_cache, meta.block_tables, meta.cu_seqlens_q, meta.seq_lens, self.scale,
-                meta.max_q_len, self._prefill_splits, max_seq_len=meta.max_seq_len)
+        # The split count comes from host ints only, so a CUDA graph captured with max_seq_len = the
+        # model's max length stays valid at replay.
         return ops.paged_attention_prefill(q, k_cache, v_cache, meta.block_tables, meta.cu_seqlens_q,
-                                           meta.seq_lens, self.scale, meta.max_q_len)
+                                           meta.seq_lens, self.scale, meta.max_q_len,
+                                           self.prefill_splits(q, k_cache), max_seq_len=meta.max_seq_len)
 
     def prefill_splits(self, q: torch.Tensor, k_cache: torch.Tensor) -> int:
-        """Key splits of the split-KV prefill kernel for this step; 1 = the unsplit prefill kernel."""
+        """Key splits of the prefill attention for this step (the same for every layer); 1 = unsplit."""
         if self._prefill_splits is None:
             meta = self.meta
-            self._prefill_splits = kernels.choose_prefill_splits(
-                meta.seq_lens.shape[0], q.shape[1], k_cache.shape[2], q.shape[2], q.dtype, meta.max_q_len,
-                meta.max_seq_len, q.device)
+            self._prefill_splits = ops.prefill_splits(q, k_cache, meta.seq_lens.shape[0], meta.max_q_len,
+                                                      meta.max_seq_len)
         return self._prefill_splits

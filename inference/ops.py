@@ -49,8 +49,22 @@ def paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, scale, m
     return kernels.paged_attention_decode_ref(q, k_cache, v_cache, block_tables, seq_lens, scale)
 
 
-def paged_attention_prefill(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale, max_q_len):
+def prefill_splits(q, k_cache, num_seqs: int, max_q_len: int, max_seq_len: int) -> int:
+    """Key splits for a prefill step's attention (host ints only); 1 on the torch reference path."""
+    if not _triton(q):
+        return 1
+    return kernels.choose_prefill_splits(num_seqs, q.shape[1], k_cache.shape[2], q.shape[2], q.dtype, max_q_len,
+                                         max_seq_len, q.device)
+
+
+def paged_attention_prefill(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale, max_q_len,
+                            num_splits: int = 1, max_seq_len: int | None = None):
     if _triton(q):
+        if num_splits > 1:
+            # Few new tokens over a long context (a chat turn after a cached prefix): the key range is
+            # split across programs so the whole GPU works on it.
+            return kernels.paged_attention_prefill_split(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens,
+                                                         scale, max_q_len, num_splits, max_seq_len=max_seq_len)
         return kernels.paged_attention_prefill(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens,
                                                scale, max_q_len)
     return kernels.paged_attention_prefill_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens,
