@@ -32,10 +32,11 @@ class StepContext:
         self.scale = scale
         self._prefill_splits: int | None = None  # split-KV choice, the same for every layer of a step
 
-    def attention(self, layer_idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def attention(self, layer_idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                  positions: torch.Tensor) -> torch.Tensor:
         k_cache, v_cache = self.kv_caches[layer_idx]
         meta = self.meta
-        ops.write_kv_cache(k, v, k_cache, v_cache, meta.slot_mapping)
+        ops.rotary_and_write_kv(q, k, v, positions, self.cos_sin_cache, k_cache, v_cache, meta.slot_mapping)
         if meta.decode_only:
             return ops.paged_attention_decode(q, k_cache, v_cache, meta.block_tables, meta.seq_lens,
                                               self.scale, meta.max_seq_len)

@@ -21,7 +21,11 @@ def salt_hash(tenant: str | None) -> bytes:
     return hashlib.blake2b(b"pagoda-tenant:" + (tenant or "").encode(), digest_size=16).digest()
 
 
+_TOKEN_BYTES = array("q").itemsize
+
+
 def hash_block(parent: bytes, token_ids: list[int]) -> bytes:
+    """A full block's name: its parent's hash and its token ids (BlockManager hashes whole runs the same way)."""
     return hashlib.blake2b(parent + array("q", token_ids).tobytes(), digest_size=16).digest()
 
 
@@ -54,10 +58,17 @@ class BlockManager:
         """Make sure seq.block_hashes covers every full block among its first `num_tokens` tokens."""
         bs = self.block_size
         hashes = seq.block_hashes
-        while len(hashes) < num_tokens // bs:
-            i = len(hashes)
-            parent = hashes[i - 1] if i else salt_hash(seq.tenant)
-            hashes.append(hash_block(parent, seq.token_ids(i * bs, (i + 1) * bs)))
+        have, want = len(hashes), num_tokens // bs
+        if want <= have:
+            return
+        # One conversion of the missing blocks' tokens, then hash_block's bytes block by block: a
+        # 2,000-token prompt is hashed on the critical path of its TTFT.
+        data = array("q", seq.token_ids(have * bs, want * bs)).tobytes()
+        width = bs * _TOKEN_BYTES
+        parent = hashes[-1] if hashes else salt_hash(seq.tenant)
+        for start in range(0, len(data), width):
+            parent = hashlib.blake2b(parent + data[start:start + width], digest_size=16).digest()
+            hashes.append(parent)
 
     # -- admission and growth ---------------------------------------------------------------------
     def num_blocks_needed(self, seq: Sequence, num_new_tokens: int) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -99,7 +100,12 @@ class LLMEngine:
         if not prompt_token_ids:
             raise InvalidRequestError("the prompt is empty", field="prompt")
         vocab = self.model_args.vocab_size
-        if any(not isinstance(t, int) or t < 0 or t >= vocab for t in prompt_token_ids):
+        try:  # in C (a long prompt is checked on the critical path of its TTFT): array() takes ints only
+            array("q", prompt_token_ids)
+            ok = min(prompt_token_ids) >= 0 and max(prompt_token_ids) < vocab
+        except (TypeError, OverflowError):
+            ok = False
+        if not ok:
             raise InvalidRequestError(f"prompt token ids must be integers in [0, {vocab})", field="prompt")
         if any(t >= vocab for t in params.stop_token_ids):
             raise InvalidRequestError(f"stop_token_ids must be < {vocab}", field="stop_token_ids")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 import kernels
 from kernels.rotary import build_cos_sin_cache  # noqa: F401  (re-exported for the model runner)
@@ -22,24 +21,19 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
     return kernels.rms_norm_ref(x, weight, eps, residual)
 
 
-def rotary(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor):
-    """Rotate q [N, Hq, D] and k [N, Hkv, D] by their positions; returns (q, k)."""
+def rotary_and_write_kv(q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping) -> None:
+    """Rotate q [N, Hq, D] and k [N, Hkv, D] in place by their positions, then write k and v into the
+    paged cache at slot_mapping (-1: padding, not written). One kernel on CUDA."""
     if _triton(q):
-        kernels.apply_rotary(q, k, positions, cos_sin_cache)  # in place, on views of the qkv output
-        return q, k
-    return kernels.apply_rotary_ref(q, k, positions, cos_sin_cache)
+        kernels.apply_rotary_and_write_kv(q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping)
+    else:
+        kernels.apply_rotary_and_write_kv_ref(q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping)
 
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
-    gate, up = x.chunk(2, dim=-1)
-    return F.silu(gate) * up
-
-
-def write_kv_cache(k, v, k_cache, v_cache, slot_mapping) -> None:
-    if _triton(k):
-        kernels.write_kv_cache(k, v, k_cache, v_cache, slot_mapping)
-    else:
-        kernels.write_kv_cache_ref(k, v, k_cache, v_cache, slot_mapping)
+    if _triton(x):
+        return kernels.silu_and_mul(x)
+    return kernels.silu_and_mul_ref(x)
 
 
 def paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, scale, max_seq_len):

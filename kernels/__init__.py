@@ -1,9 +1,11 @@
-"""Pagoda's Triton kernels: paged KV cache write, paged attention (decode and prefill), RMSNorm, RoPE.
+"""Pagoda's Triton kernels: paged KV cache write, paged attention (decode and prefill), RMSNorm, RoPE,
+SiLU-and-multiply.
 
 Each kernel family lives in one module with its launcher and a pure-torch `*_ref` (the engine's CPU
 path). The launchers need CUDA tensors (or TRITON_INTERPRET=1 for CPU testing) and never sync the host.
 """
 
+from kernels.activation import silu_and_mul, silu_and_mul_ref
 from kernels.kv_cache_write import write_kv_cache, write_kv_cache_ref
 from kernels.paged_attention_decode import (
     DecodeConfig,
@@ -19,12 +21,21 @@ from kernels.paged_attention_prefill import (
     paged_attention_prefill_split,
 )
 from kernels.rmsnorm import rms_norm, rms_norm_ref
-from kernels.rotary import apply_rotary, apply_rotary_ref, build_cos_sin_cache, rope_inv_freq
+from kernels.rotary import (
+    apply_rotary,
+    apply_rotary_and_write_kv,
+    apply_rotary_and_write_kv_ref,
+    apply_rotary_ref,
+    build_cos_sin_cache,
+    rope_inv_freq,
+)
 
 __all__ = [
     "DecodeConfig",
     "PrefillConfig",
     "apply_rotary",
+    "apply_rotary_and_write_kv",
+    "apply_rotary_and_write_kv_ref",
     "apply_rotary_ref",
     "build_cos_sin_cache",
     "choose_num_splits",
@@ -37,6 +48,8 @@ __all__ = [
     "rms_norm",
     "rms_norm_ref",
     "rope_inv_freq",
+    "silu_and_mul",
+    "silu_and_mul_ref",
     "write_kv_cache",
     "write_kv_cache_ref",
 ]

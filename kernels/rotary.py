@@ -11,7 +11,15 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import FLOAT_DTYPES, check_device, check_dtype, check_last_dim_contiguous, check_shape
+from kernels._checks import (
+    FLOAT_DTYPES,
+    check_device,
+    check_dtype,
+    check_kv_caches,
+    check_last_dim_contiguous,
+    check_shape,
+)
+from kernels.kv_cache_write import write_kv_cache_ref
 
 
 def rope_inv_freq(head_dim: int, base: float, rope_scaling: dict | None) -> torch.Tensor:
@@ -67,32 +75,45 @@ def _rotate_heads(
     BLOCK_HEADS: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
 ):
+    """Rotate one token's heads in place; returns the rotated halves (x's dtype) and their mask."""
     offs_h = tl.arange(0, BLOCK_HEADS)
     offs_d = tl.arange(0, BLOCK_HALF)
     mask = (offs_h[:, None] < num_heads) & (offs_d[None, :] < HALF_DIM)
     first = x_ptr + token * stride_tok + offs_h[:, None] * stride_head + offs_d[None, :]
     x1 = tl.load(first, mask=mask, other=0.0).to(tl.float32)
     x2 = tl.load(first + HALF_DIM, mask=mask, other=0.0).to(tl.float32)
-    tl.store(first, (x1 * cos[None, :] - x2 * sin[None, :]).to(x_ptr.dtype.element_ty), mask=mask)
-    tl.store(first + HALF_DIM, (x2 * cos[None, :] + x1 * sin[None, :]).to(x_ptr.dtype.element_ty), mask=mask)
+    y1 = (x1 * cos[None, :] - x2 * sin[None, :]).to(x_ptr.dtype.element_ty)
+    y2 = (x2 * cos[None, :] + x1 * sin[None, :]).to(x_ptr.dtype.element_ty)
+    tl.store(first, y1, mask=mask)
+    tl.store(first + HALF_DIM, y2, mask=mask)
+    return y1, y2, mask
 
 
 @triton.jit
 def _rotary_kernel(
     q_ptr,  # [N, Hq, D]
     k_ptr,  # [N, Hkv, D]
+    v_ptr,  # [N, Hkv, D], read only with WRITE_KV
     positions_ptr,  # [N] int64
     cos_sin_ptr,  # [max_pos, D] fp32, contiguous
+    slot_mapping_ptr,  # [N] int64, -1 = padding; only with WRITE_KV
+    k_cache_ptr,  # [num_blocks, block_size, Hkv, D], contiguous; only with WRITE_KV
+    v_cache_ptr,
     num_q_heads,
     num_kv_heads,
     stride_q_tok,
     stride_q_head,
     stride_k_tok,
     stride_k_head,
+    stride_v_tok,
+    stride_v_head,
+    stride_cache_slot,
+    stride_cache_head,
     HALF_DIM: tl.constexpr,
     BLOCK_Q_HEADS: tl.constexpr,
     BLOCK_K_HEADS: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
+    WRITE_KV: tl.constexpr,  # also store the rotated k and v into the paged cache
 ):
     token = tl.program_id(0).to(tl.int64)
     pos = tl.load(positions_ptr + token).to(tl.int64)
@@ -104,9 +125,20 @@ def _rotary_kernel(
     _rotate_heads(
         q_ptr, token, cos, sin, num_q_heads, stride_q_tok, stride_q_head, HALF_DIM, BLOCK_Q_HEADS, BLOCK_HALF
     )
-    _rotate_heads(
+    k1, k2, mask = _rotate_heads(
         k_ptr, token, cos, sin, num_kv_heads, stride_k_tok, stride_k_head, HALF_DIM, BLOCK_K_HEADS, BLOCK_HALF
     )
+    if WRITE_KV:
+        slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
+        if slot >= 0:
+            offs_h = tl.arange(0, BLOCK_K_HEADS)
+            # slot is int64: slot * stride_cache_slot exceeds 2**31 elements in large pools.
+            cache = slot * stride_cache_slot + offs_h[:, None] * stride_cache_head + offs_d[None, :]
+            tl.store(k_cache_ptr + cache, k1, mask=mask)
+            tl.store(k_cache_ptr + cache + HALF_DIM, k2, mask=mask)
+            v = v_ptr + token * stride_v_tok + offs_h[:, None] * stride_v_head + offs_d[None, :]
+            tl.store(v_cache_ptr + cache, tl.load(v, mask=mask), mask=mask)
+            tl.store(v_cache_ptr + cache + HALF_DIM, tl.load(v + HALF_DIM, mask=mask), mask=mask)
 
 
 def apply_rotary(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor) -> None:
@@ -116,6 +148,11 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_
     overlap. cos_sin_cache: [max_pos, D] fp32, contiguous, on the same device; positions must be
     < max_pos (not checked: that would need a host sync). Math in fp32, stored in q/k's dtype.
     """
+    _check_rotary_inputs(q, k, positions, cos_sin_cache)
+    _launch(q, k, positions, cos_sin_cache)
+
+
+def _check_rotary_inputs(q, k, positions, cos_sin_cache) -> None:
     check_dtype("q", q, FLOAT_DTYPES)
     check_shape("q", q, (None, None, None))
     num_tokens, num_q_heads, head_dim = q.shape
@@ -133,28 +170,81 @@ def apply_rotary(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_
         raise ValueError(f"head_dim must be even, got {head_dim}")
     for name, t in (("q", q), ("k", k), ("positions", positions), ("cos_sin_cache", cos_sin_cache)):
         check_device(name, t, q.device)
+
+
+def _launch(q, k, positions, cos_sin_cache, v=None, k_cache=None, v_cache=None, slot_mapping=None) -> None:
+    num_tokens, num_q_heads, head_dim = q.shape
     if num_tokens == 0:
         return
+    write_kv = k_cache is not None
     half = head_dim // 2
     block_half = triton.next_power_of_2(half)
     block_q_heads = triton.next_power_of_2(num_q_heads)
     _rotary_kernel[(num_tokens,)](
         q,
         k,
+        v if write_kv else k,
         positions,
         cos_sin_cache,
+        slot_mapping if write_kv else positions,
+        k_cache if write_kv else k,
+        v_cache if write_kv else k,
         num_q_heads,
         k.shape[1],
         q.stride(0),
         q.stride(1),
         k.stride(0),
         k.stride(1),
+        v.stride(0) if write_kv else 0,
+        v.stride(1) if write_kv else 0,
+        k_cache.stride(1) if write_kv else 0,
+        k_cache.stride(2) if write_kv else 0,
         HALF_DIM=half,
         BLOCK_Q_HEADS=block_q_heads,
         BLOCK_K_HEADS=triton.next_power_of_2(k.shape[1]),
         BLOCK_HALF=block_half,
+        WRITE_KV=write_kv,
         num_warps=4 if block_q_heads * block_half >= 1024 else 1,
     )
+
+
+def apply_rotary_and_write_kv(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    positions: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """apply_rotary(q, k, positions, cos_sin_cache) then write_kv_cache(k, v, k_cache, v_cache,
+    slot_mapping), in one kernel: an attention layer's whole step before attention proper.
+
+    Same arguments and contracts as those two (v like k; slot -1 = padding, not written).
+    """
+    _check_rotary_inputs(q, k, positions, cos_sin_cache)
+    check_kv_caches(k_cache, v_cache)
+    num_tokens, _, head_dim = q.shape
+    num_kv_heads = k.shape[1]
+    check_shape("k_cache", k_cache, (None, None, num_kv_heads, head_dim))
+    check_dtype("k_cache", k_cache, (q.dtype,))
+    check_dtype("v", v, (q.dtype,))
+    check_shape("v", v, (num_tokens, num_kv_heads, head_dim))
+    check_last_dim_contiguous("v", v)
+    check_dtype("slot_mapping", slot_mapping, (torch.int64,))
+    check_shape("slot_mapping", slot_mapping, (num_tokens,))
+    for name, t in (("v", v), ("k_cache", k_cache), ("v_cache", v_cache), ("slot_mapping", slot_mapping)):
+        check_device(name, t, q.device)
+    _launch(q, k, positions, cos_sin_cache, v, k_cache, v_cache, slot_mapping)
+
+
+def apply_rotary_and_write_kv_ref(q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping) -> None:
+    """Pure-torch apply_rotary_and_write_kv (same arguments, in place)."""
+    q_new, k_new = apply_rotary_ref(q, k, positions, cos_sin_cache)
+    q.copy_(q_new)
+    k.copy_(k_new)
+    write_kv_cache_ref(k, v, k_cache, v_cache, slot_mapping)
 
 
 def apply_rotary_ref(

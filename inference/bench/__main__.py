@@ -10,7 +10,8 @@ import torch
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m inference.bench")
-    ap.add_argument("--prefix", action="store_true", help="TTFT of a long system prompt, cold vs pinned")
+    ap.add_argument("--prefix", action="store_true",
+                    help="TTFT of a long system prompt, cold vs pinned (with --gpu: that alone, on the 8B shape)")
     ap.add_argument("--gpu", action="store_true", help="the H200 suite (Llama-3-8B shape and SmolLM2 shape)")
     ap.add_argument("--model", default="smollm2-135m-instruct")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="--gpu: first check that graphs/overlap give the eager engine's greedy tokens (fp32)")
     ap.add_argument("--skip-mixed", action="store_true", help="--gpu: skip the mixed-length and prefix runs")
     ap.add_argument("--profile", action="store_true", help="--gpu: profile one pinned-prefix request")
+    ap.add_argument("--trace", default=None, help="--gpu --profile: write the pinned request's chrome trace here")
     args = ap.parse_args(argv)
     print(f"# python -m inference.bench {' '.join(argv if argv is not None else sys.argv[1:])}")
     print(f"# torch {torch.__version__}, {platform.machine()}, {torch.get_num_threads()} threads, "

@@ -62,8 +62,11 @@ def format_prefix(r: dict) -> str:
             f"request {r['pinned_cached_tokens']}, per cold request {r['cold_cached_tokens']})")
 
 
-def profile_pinned_step(engine: LLMEngine, system_len: int, question_len: int, sync) -> str:
-    """Where a pinned request's TTFT goes: torch.profiler over one such request (GPU runs only)."""
+def profile_pinned_step(engine: LLMEngine, system_len: int, question_len: int, sync,
+                        trace_path: str | None = None) -> str:
+    """Where a pinned request's TTFT goes (GPU runs only): torch.profiler over one such request, the
+    top ops, and its timeline: host time before the first kernel, the GPU's span, busy time and idle
+    gaps inside it, and host time after the last kernel."""
     import torch
 
     rng = random.Random(1)
@@ -74,8 +77,46 @@ def profile_pinned_step(engine: LLMEngine, system_len: int, question_len: int, s
     ttft(engine, "profile-warm", system + question, "profile", sync)
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
-        seconds, _ = ttft(engine, "profile-run", system + question[::-1], "profile", sync)
+        with torch.profiler.record_function("pinned_ttft"):
+            seconds, _ = ttft(engine, "profile-run", system + question[::-1], "profile", sync)
     engine.unpin("profile-system")
     table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14)
-    cuda = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=8)
-    return f"pinned TTFT under the profiler {seconds * 1e3:.1f} ms\n{table}\n{cuda}"
+    cuda = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=14)
+    import os
+    import tempfile
+
+    path = trace_path or os.path.join(tempfile.mkdtemp(), "pinned_trace.json")
+    prof.export_chrome_trace(path)
+    return (f"pinned TTFT under the profiler {seconds * 1e3:.1f} ms\n{timeline_summary(path)}\n"
+            f"{table}\n{cuda}")
+
+
+def timeline_summary(trace_path: str) -> str:
+    """Read a chrome trace of one `pinned_ttft` span: where its wall time went, host vs GPU."""
+    import json
+
+    with open(trace_path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    span = next(e for e in events if e.get("name") == "pinned_ttft")
+    t0, t1 = span["ts"], span["ts"] + span["dur"]
+    kernels = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+                      and t0 <= e["ts"] <= t1), key=lambda e: e["ts"])
+    if not kernels:
+        return "timeline: no GPU work recorded"
+    first, last = kernels[0]["ts"], max(e["ts"] + e["dur"] for e in kernels)
+    busy, gaps, end = 0.0, [], first
+    for e in kernels:
+        if e["ts"] > end:
+            gaps.append(e["ts"] - end)
+        busy += max(0.0, e["ts"] + e["dur"] - max(end, e["ts"]))
+        end = max(end, e["ts"] + e["dur"])
+    runtime = {}
+    for e in events:
+        if e.get("cat") == "cuda_runtime" and t0 <= e["ts"] <= t1:
+            runtime[e["name"]] = runtime.get(e["name"], 0.0) + e["dur"]
+    calls = ", ".join(f"{k} {v:.0f} us" for k, v in sorted(runtime.items(), key=lambda kv: -kv[1])[:5])
+    big = sorted(gaps, reverse=True)[:5]
+    return (f"timeline of the pinned request ({t1 - t0:.0f} us): host before the first GPU op "
+            f"{first - t0:.0f} us; GPU span {last - first:.0f} us = busy {busy:.0f} us + {len(gaps)} idle gaps "
+            f"{sum(gaps):.0f} us (largest {', '.join(f'{g:.0f}' for g in big)}); host after the last GPU op "
+            f"{t1 - last:.0f} us; {len(kernels)} GPU ops; runtime calls: {calls}")

@@ -67,8 +67,10 @@ class ForwardContext(Protocol):
 
     cos_sin_cache: torch.Tensor  # [max_pos, head_dim] fp32: cos | sin
 
-    def attention(self, layer_idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Write this step's k, v [N, Hkv, D] into the cache, attend q [N, Hq, D]; returns [N, Hq, D]."""
+    def attention(self, layer_idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                  positions: torch.Tensor) -> torch.Tensor:
+        """Rotate q [N, Hq, D] and k [N, Hkv, D] by positions [N], write this step's k, v into the cache,
+        attend q; returns [N, Hq, D]. (Rotary lives here so that it fuses with the cache write.)"""
 
 
 class RMSNorm(nn.Module):
@@ -107,8 +109,7 @@ class DecoderLayer(nn.Module):
         q = q.reshape(n, self.num_heads, self.head_dim)  # [N, Hq, D]
         k = k.reshape(n, self.num_kv_heads, self.head_dim)  # [N, Hkv, D]
         v = v.reshape(n, self.num_kv_heads, self.head_dim)
-        q, k = ops.rotary(q, k, positions, ctx.cos_sin_cache)
-        attn = ctx.attention(self.layer_idx, q, k, v)  # [N, Hq, D]
+        attn = ctx.attention(self.layer_idx, q, k, v, positions)  # [N, Hq, D]
         h = self.o_proj(attn.reshape(n, -1))
         x, residual = self.post_attention_layernorm(h, residual)
         return self.down_proj(ops.silu_and_mul(self.gate_up_proj(x))), residual

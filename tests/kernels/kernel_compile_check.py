@@ -77,7 +77,11 @@ def _launch_all() -> None:
         key = torch.zeros(4, num_kv_heads, head_dim, dtype=bf16)
         kernels.write_kv_cache(key, key, cache, cache, torch.zeros(4, dtype=torch.int64))
         kernels.apply_rotary(q, key, torch.zeros(4, dtype=torch.int64), torch.zeros(8, head_dim))
+        kernels.apply_rotary_and_write_kv(q, key, key, torch.zeros(4, dtype=torch.int64), torch.zeros(8, head_dim),
+                                          cache, cache, torch.zeros(4, dtype=torch.int64))
     x = torch.zeros(4, 4096, dtype=bf16)
+    kernels.silu_and_mul(torch.zeros(4, 2 * 14336, dtype=bf16))
+    kernels.silu_and_mul(torch.zeros(4, 2 * 1536, dtype=bf16))
     kernels.rms_norm(x, x[0], 1e-5)
     kernels.rms_norm(x, x[0], 1e-5, x)
 

@@ -2,7 +2,14 @@ import pytest
 import torch
 from kernel_testing import DEVICE, DTYPES, assert_close
 
-from kernels.rotary import apply_rotary, apply_rotary_ref, build_cos_sin_cache, rope_inv_freq
+from kernels.rotary import (
+    apply_rotary,
+    apply_rotary_and_write_kv,
+    apply_rotary_and_write_kv_ref,
+    apply_rotary_ref,
+    build_cos_sin_cache,
+    rope_inv_freq,
+)
 
 LLAMA3 = {
     "rope_type": "llama3",
@@ -108,3 +115,61 @@ def test_apply_rotary_rejects_bad_inputs():
         apply_rotary(q, k, positions, cache[:, :32])
     with pytest.raises(ValueError, match="k"):
         apply_rotary(q, k[:2], positions, cache)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("num_q_heads, num_kv_heads, head_dim", [(9, 3, 64), (32, 8, 128), (6, 2, 96)])
+def test_rotary_and_write_kv_is_rotary_then_cache_write(dtype, num_q_heads, num_kv_heads, head_dim):
+    """The fused kernel equals apply_rotary followed by write_kv_cache: q and k rotated in place, the
+    rotated k and v in their slots, padding rows (slot -1) and every other slot untouched."""
+    num_tokens, block_size, num_blocks = 21, 16, 5
+    cache = build_cos_sin_cache(head_dim, 4000, 10000.0, LLAMA3).to(DEVICE)
+    qkv = torch.randn(num_tokens, num_q_heads + 2 * num_kv_heads, head_dim, dtype=dtype, device=DEVICE)
+    q, k = qkv[:, :num_q_heads], qkv[:, num_q_heads : num_q_heads + num_kv_heads]
+    v = qkv[:, num_q_heads + num_kv_heads :]
+    positions = torch.randint(0, 4000, (num_tokens,), device=DEVICE)
+    slots = torch.randperm(num_blocks * block_size, device=DEVICE)[:num_tokens]
+    slots[[3, 11]] = -1
+    shape = (num_blocks, block_size, num_kv_heads, head_dim)
+    k_cache = torch.full(shape, 7.0, dtype=dtype, device=DEVICE)
+    v_cache = torch.full(shape, 7.0, dtype=dtype, device=DEVICE)
+    q_ref, k_ref = apply_rotary_ref(q, k, positions, cache)
+    qkv_before, v_before = qkv.clone(), v.clone()
+
+    apply_rotary_and_write_kv(q, k, v, positions, cache, k_cache, v_cache, slots)
+
+    assert_close(q, q_ref, dtype)
+    assert_close(k, k_ref, dtype)
+    assert torch.equal(v, v_before)
+    keep = slots >= 0
+    flat_k, flat_v = k_cache.view(-1, num_kv_heads, head_dim), v_cache.view(-1, num_kv_heads, head_dim)
+    assert torch.equal(flat_k[slots[keep]], k[keep])  # the rotated k, bit for bit
+    assert torch.equal(flat_v[slots[keep]], v[keep])
+    untouched = torch.ones(flat_k.shape[0], dtype=torch.bool, device=DEVICE)
+    untouched[slots[keep]] = False
+    assert (flat_k[untouched] == 7).all() and (flat_v[untouched] == 7).all()
+
+    # The torch reference (the engine's CPU path) does the same, in place.
+    qkv_ref = qkv_before.clone()
+    q_r, k_r = qkv_ref[:, :num_q_heads], qkv_ref[:, num_q_heads : num_q_heads + num_kv_heads]
+    k_cache_r, v_cache_r = torch.full_like(k_cache, 7.0), torch.full_like(v_cache, 7.0)
+    apply_rotary_and_write_kv_ref(q_r, k_r, qkv_ref[:, num_q_heads + num_kv_heads :], positions, cache, k_cache_r,
+                                  v_cache_r, slots)
+    assert_close(qkv_ref, qkv, dtype)
+    assert_close(k_cache_r, k_cache, dtype)
+    assert torch.equal(v_cache_r, v_cache)
+
+
+def test_rotary_and_write_kv_rejects_bad_inputs():
+    cache = build_cos_sin_cache(64, 100, 10000.0, None).to(DEVICE)
+    q, k = _qk(4, 4, 2, 64, torch.float32)
+    v = torch.randn_like(k)
+    positions = torch.arange(4, device=DEVICE)
+    kv = torch.zeros(2, 16, 2, 64, device=DEVICE)
+    slots = torch.arange(4, device=DEVICE)
+    with pytest.raises(TypeError, match="slot_mapping"):
+        apply_rotary_and_write_kv(q, k, v, positions, cache, kv, kv, slots.int())
+    with pytest.raises(ValueError, match="k_cache"):
+        apply_rotary_and_write_kv(q, k, v, positions, cache, kv[:, :, :1], kv[:, :, :1], slots)
+    with pytest.raises(ValueError, match="v has shape"):
+        apply_rotary_and_write_kv(q, k, v[:3], positions, cache, kv, kv, slots)
