@@ -1,6 +1,5 @@
 """Triton helpers shared by the paged attention kernels (inlined into the callers)."""
 
-import torch
 import triton
 import triton.language as tl
 
@@ -29,54 +28,30 @@ def paged_kv_tile_offsets(
 
 
 @triton.jit
-def merge_split_rows(
+def merge_split_partials(
     part_acc_ptr,  # [rows, Hq, num_splits, D] fp32: unnormalised sum of p * v per split
     part_max_ptr,  # [rows, Hq, num_splits] fp32: the split's max log2-domain score (-inf: it saw no key)
     part_sum_ptr,  # [rows, Hq, num_splits] fp32: the split's sum of exp2(score - max)
-    first,  # [BLOCK_M] int64 index of split 0 of each (row, head) of a tile
-    mask,  # [BLOCK_M] rows that exist
+    row0,  # int64 index of split 0 of this (row, head)
     num_splits,
     HEAD_DIM: tl.constexpr,
+    BLOCK_S: tl.constexpr,  # num_splits padded to a power of two
 ):
-    """The split-KV merge of a whole tile of rows, inside the kernel that wrote the partials: returns
-    the unnormalised [BLOCK_M, D] sum of w_s acc_s and the [BLOCK_M] sum of w_s l_s, w_s = 2^(m_s - max).
+    """The split-KV merge of one (row, query head): sum_s w_s acc_s / sum_s w_s l_s, w_s = 2^(m_s - max).
 
-    Run by the tile's last program after the others published their partials: the loads bypass L1
-    (.cg), which may hold no line of them, but is not coherent with the other SMs' stores.
+    A split that saw no key has max -inf and weight 0; its sum and acc are not read (the kernel that
+    wrote the partials may have left them unwritten). Returns the [HEAD_DIM] fp32 output.
     """
-    m_max = tl.load(part_max_ptr + first, mask=mask, other=float("-inf"), cache_modifier=".cg")
-    for s in range(1, num_splits):
-        m_s = tl.load(part_max_ptr + first + s, mask=mask, other=float("-inf"), cache_modifier=".cg")
-        m_max = tl.maximum(m_max, m_s)
-    m_max = tl.where(m_max > float("-inf"), m_max, 0.0)  # a row no split saw: every weight is 0
+    offs_s = tl.arange(0, BLOCK_S)
+    m = tl.load(part_max_ptr + row0 + offs_s, mask=offs_s < num_splits, other=float("-inf"))  # [BLOCK_S]
+    live = m > float("-inf")
+    m_max = tl.max(m, axis=0)
+    m_max = tl.where(m_max > float("-inf"), m_max, 0.0)  # every split empty: all weights 0
+    w = tl.where(live, tl.exp2(m - m_max), 0.0)
+    l = tl.load(part_sum_ptr + row0 + offs_s, mask=live, other=0.0)
+    denom = tl.sum(w * l, axis=0)
     offs_d = tl.arange(0, HEAD_DIM)
-    acc = tl.zeros([first.shape[0], HEAD_DIM], tl.float32)
-    denom = tl.zeros([first.shape[0]], tl.float32)
-    for s in range(0, num_splits):
-        m = tl.load(part_max_ptr + first + s, mask=mask, other=float("-inf"), cache_modifier=".cg")
-        live = mask & (m > float("-inf"))  # a split that saw no key left its sum and acc unwritten
-        w = tl.where(live, tl.exp2(m - m_max), 0.0)
-        l = tl.load(part_sum_ptr + first + s, mask=live, other=0.0, cache_modifier=".cg")
-        a = tl.load(
-            part_acc_ptr + (first + s)[:, None] * HEAD_DIM + offs_d[None, :],
-            mask=live[:, None], other=0.0, cache_modifier=".cg",
-        )
-        denom += w * l
-        acc += a * w[:, None]
-    return acc, denom
-
-
-_TICKETS: dict[torch.device, list[torch.Tensor]] = {}
-
-
-def split_tickets(count: int, device: torch.device) -> torch.Tensor:
-    """A zeroed int32 [>= count] buffer of per-tile tickets for a split-KV kernel that merges in place.
-
-    The kernels leave it zeroed (each tile's last program resets its ticket), so one buffer per device
-    serves every launch, and a CUDA graph that captured it needs no memset node. It only grows: a graph
-    may hold a pointer to an older one, so those are kept alive.
-    """
-    buffers = _TICKETS.setdefault(device, [])
-    if not buffers or buffers[-1].numel() < count:
-        buffers.append(torch.zeros(max(count, 4096), dtype=torch.int32, device=device))
-    return buffers[-1]
+    acc = tl.load(
+        part_acc_ptr + (row0 + offs_s[:, None]) * HEAD_DIM + offs_d[None, :], mask=live[:, None], other=0.0
+    )  # [BLOCK_S, D]
+    return tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0.0, denom, 1.0)

@@ -3,8 +3,8 @@
 Flash-decoding: the grid is (kv_head, sequence, split). Each program loads every K/V tile of its key
 range once and applies it to all G = Hq / Hkv query heads of its KV head (GQA), keeping an online
 softmax in fp32. With more than one split, each program writes an unnormalised partial result
-(acc, running max, running sum) and the last program of a (sequence, kv head) to finish merges them
-(an atomic ticket each); with one split every program writes its output directly. Splitting lets batch 1 with a long context still fill the GPU.
+(acc, running max, running sum) and a second kernel merges the splits; with one split the first
+kernel writes the output directly. Splitting lets batch 1 with a long context still fill the GPU.
 """
 
 from dataclasses import dataclass
@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_paged_attention_inputs, num_sms
-from kernels._paged import LOG2E, merge_split_rows, paged_kv_tile_offsets, split_tickets
+from kernels._paged import LOG2E, merge_split_partials, paged_kv_tile_offsets
 
 MAX_SPLITS = 64
 MIN_KEYS_PER_SPLIT = 128  # below this the merge costs more than the extra parallelism gains
@@ -61,7 +61,6 @@ def _decode_split_kernel(
     part_acc_ptr,  # [B, Hq, num_splits, D] fp32, unnormalised sum of p * v
     part_max_ptr,  # [B, Hq, num_splits] fp32, running max of the log2-domain scores
     part_sum_ptr,  # [B, Hq, num_splits] fp32, running sum of exp2(score - max)
-    tickets_ptr,  # [>= B * Hkv] int32, zero: finished splits per (sequence, kv head), reset by the last
     qk_scale,  # softmax scale * log2(e)
     num_q_heads,
     num_splits,
@@ -78,7 +77,7 @@ def _decode_split_kernel(
     HEAD_DIM: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,  # tokens per kv cache block
     BLOCK_N: tl.constexpr,
-    SPLIT_K: tl.constexpr,  # num_splits > 1: write partials; the last split's program merges them
+    SPLIT_K: tl.constexpr,  # num_splits > 1: write partials for the merge kernel
     DOT_PRECISION: tl.constexpr,
 ):
     # kv_head varies fastest so the Hkv programs of one (sequence, split) run together and jointly
@@ -130,35 +129,39 @@ def _decode_split_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
 
-    if SPLIT_K:
+    if not SPLIT_K:
+        out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]  # empty sequence: zeros
+        tl.store(
+            out_ptr + seq64 * stride_out_seq + heads[:, None] * stride_out_head + offs_d[None, :],
+            out.to(out_ptr.dtype.element_ty),
+            mask=mask_g[:, None],
+        )
+    else:
         rows = (seq64 * num_q_heads + heads) * num_splits + split  # [BLOCK_G]
         tl.store(part_acc_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=mask_g[:, None])
         tl.store(part_max_ptr + rows, m_i, mask=mask_g)
         tl.store(part_sum_ptr + rows, l_i, mask=mask_g)
-        # The last of the (sequence, kv head)'s num_splits programs merges them (as in the prefill
-        # split kernel: a barrier, then an acq_rel ticket), so there is no second kernel.
-        tl.debug_barrier()
-        group = seq64 * tl.num_programs(0) + kv_head
-        ticket = tl.atomic_add(tickets_ptr + group, 1, sem="acq_rel", scope="gpu")
-        if ticket == num_splits - 1:
-            tl.debug_barrier()
-            first = (seq64 * num_q_heads + heads) * num_splits
-            acc, l_i = merge_split_rows(part_acc_ptr, part_max_ptr, part_sum_ptr, first, mask_g, num_splits, HEAD_DIM)
-            _store_decode_rows(out_ptr, acc, l_i, seq64, heads, mask_g, stride_out_seq, stride_out_head, HEAD_DIM)
-            tl.store(tickets_ptr + group, 0)  # ready for the next launch (and the next graph replay)
-    else:
-        _store_decode_rows(out_ptr, acc, l_i, seq64, heads, mask_g, stride_out_seq, stride_out_head, HEAD_DIM)
 
 
 @triton.jit
-def _store_decode_rows(out_ptr, acc, l_i, seq64, heads, mask_g, stride_out_seq, stride_out_head, HEAD_DIM: tl.constexpr):
-    out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]  # empty sequence: zeros
+def _decode_merge_kernel(
+    part_acc_ptr,  # [B, Hq, num_splits, D] fp32
+    part_max_ptr,  # [B, Hq, num_splits] fp32
+    part_sum_ptr,  # [B, Hq, num_splits] fp32
+    out_ptr,  # [B, Hq, D]
+    num_q_heads,
+    num_splits,
+    stride_out_seq,
+    stride_out_head,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_S: tl.constexpr,  # num_splits padded to a power of two
+):
+    seq = tl.program_id(0).to(tl.int64)
+    head = tl.program_id(1)
+    row0 = (seq * num_q_heads + head) * num_splits
+    out = merge_split_partials(part_acc_ptr, part_max_ptr, part_sum_ptr, row0, num_splits, HEAD_DIM, BLOCK_S)
     offs_d = tl.arange(0, HEAD_DIM)
-    tl.store(
-        out_ptr + seq64 * stride_out_seq + heads[:, None] * stride_out_head + offs_d[None, :],
-        out.to(out_ptr.dtype.element_ty),
-        mask=mask_g[:, None],
-    )
+    tl.store(out_ptr + seq * stride_out_seq + head * stride_out_head + offs_d, out.to(out_ptr.dtype.element_ty))
 
 
 def paged_attention_decode(
@@ -208,9 +211,8 @@ def paged_attention_decode(
         part_acc = torch.empty(batch, num_q_heads, num_splits, head_dim, dtype=torch.float32, device=q.device)
         part_max = torch.empty(batch, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
         part_sum = torch.empty(batch, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
-        tickets = split_tickets(batch * num_kv_heads, q.device)
     else:  # not touched when SPLIT_K is off; any tensor will do
-        part_acc = part_max = part_sum = tickets = out
+        part_acc = part_max = part_sum = out
     _decode_split_kernel[(num_kv_heads, batch, num_splits)](
         q,
         k_cache,
@@ -221,7 +223,6 @@ def paged_attention_decode(
         part_acc,
         part_max,
         part_sum,
-        tickets,
         scale * LOG2E,
         num_q_heads,
         num_splits,
@@ -243,6 +244,20 @@ def paged_attention_decode(
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
+    if num_splits > 1:
+        _decode_merge_kernel[(batch, num_q_heads)](
+            part_acc,
+            part_max,
+            part_sum,
+            out,
+            num_q_heads,
+            num_splits,
+            out.stride(0),
+            out.stride(1),
+            HEAD_DIM=head_dim,
+            BLOCK_S=triton.next_power_of_2(num_splits),
+            num_warps=4 if head_dim >= 128 else 2,
+        )
     return out
 
 

@@ -17,8 +17,7 @@ programs there (24 on an 8B shape), each walking all 2,050 keys, so most SMs idl
 uses the same tiles (tokens x GQA group in M) but also cuts every sequence's key range into
 `num_splits` parts: grid (q_tile, kv_head, split, seq) flattened into one axis, q_tile fastest, so the
 programs that share a K/V range run side by side (L2 reuse). Each writes fp32 partials (acc, max, sum)
-per (token, head, split); the last program of a tile to finish (an atomic ticket per tile) merges them
-in the same kernel.
+per (token, head, split) and `_prefill_merge_kernel` combines them, as decode's merge does.
 """
 
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_paged_attention_inputs, num_sms
-from kernels._paged import LOG2E, merge_split_rows, paged_kv_tile_offsets, split_tickets
+from kernels._paged import LOG2E, merge_split_partials, paged_kv_tile_offsets
 
 
 @dataclass(frozen=True)
@@ -352,7 +351,6 @@ def _prefill_split_kernel(
     part_acc_ptr,  # [N, Hq, num_splits, D] fp32: unnormalised sum of p * v
     part_max_ptr,  # [N, Hq, num_splits] fp32: running max of the log2-domain scores (-inf: no key)
     part_sum_ptr,  # [N, Hq, num_splits] fp32: running sum of exp2(score - max)
-    tickets_ptr,  # [>= B * Hkv * num_q_tiles] int32, zero: finished splits per tile (reset by the last)
     qk_scale,  # softmax scale * log2(e)
     num_q_heads,
     num_kv_heads,
@@ -372,7 +370,7 @@ def _prefill_split_kernel(
     BLOCK_SIZE: tl.constexpr,  # tokens per kv cache block
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    SPLIT_K: tl.constexpr,  # num_splits > 1: write partials; the tile's last program merges them
+    SPLIT_K: tl.constexpr,  # num_splits > 1: write partials for the merge kernel
     DOT_PRECISION: tl.constexpr,
 ):
     BLOCK_Q: tl.constexpr = BLOCK_M // GQA_PAD  # tokens per tile
@@ -434,23 +432,38 @@ def _prefill_split_kernel(
         live = mask_m & (m_i > float("-inf"))
         tl.store(part_sum_ptr + rows, l_i, mask=live)
         tl.store(part_acc_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=live[:, None])
-        # The last of the tile's num_splits programs to finish merges them all, here: no second
-        # kernel (one launch and one graph node fewer per layer). The barrier makes every thread's
-        # stores precede the ticket; acq_rel publishes them to, and acquires them for, the last one.
-        tl.debug_barrier()
-        group = (seq * num_kv_heads + kv_head) * num_q_tiles + q_tile
-        ticket = tl.atomic_add(tickets_ptr + group, 1, sem="acq_rel", scope="gpu")
-        if ticket == num_splits - 1:
-            tl.debug_barrier()
-            first = (q_rows * num_q_heads + heads) * num_splits
-            merged, denom = merge_split_rows(
-                part_acc_ptr, part_max_ptr, part_sum_ptr, first, mask_m, num_splits, HEAD_DIM
-            )
-            _store_out_tile(out_ptr, merged, denom, q_rows, heads, mask_m, stride_out_tok, stride_out_head, HEAD_DIM)
-            tl.store(tickets_ptr + group, 0)  # ready for the next launch (and the next graph replay)
     else:
         # One split: key 0 is visible to every row, so l_i > 0 for every real row.
         _store_out_tile(out_ptr, acc, l_i, q_rows, heads, mask_m, stride_out_tok, stride_out_head, HEAD_DIM)
+
+
+@triton.jit
+def _prefill_merge_kernel(
+    part_acc_ptr,  # [N, Hq, num_splits, D] fp32
+    part_max_ptr,  # [N, Hq, num_splits] fp32
+    part_sum_ptr,  # [N, Hq, num_splits] fp32
+    cu_seqlens_q_ptr,  # [B + 1] int32
+    out_ptr,  # [N, Hq, D]
+    num_seqs,
+    num_q_heads,
+    num_splits,
+    stride_out_tok,
+    stride_out_head,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_S: tl.constexpr,  # num_splits padded to a power of two
+):
+    """One program per (token, query head): the splits merged by _paged.merge_split_partials."""
+    tok = tl.program_id(0)
+    head = tl.program_id(1)
+    if tok >= tl.load(cu_seqlens_q_ptr + num_seqs):  # padding rows past cu_seqlens_q[B]: not written
+        return
+    row0 = (tok.to(tl.int64) * num_q_heads + head) * num_splits
+    out = merge_split_partials(part_acc_ptr, part_max_ptr, part_sum_ptr, row0, num_splits, HEAD_DIM, BLOCK_S)
+    offs_d = tl.arange(0, HEAD_DIM)
+    tl.store(
+        out_ptr + tok.to(tl.int64) * stride_out_tok + head * stride_out_head + offs_d,
+        out.to(out_ptr.dtype.element_ty),
+    )
 
 
 def paged_attention_prefill_split(
@@ -511,9 +524,8 @@ def paged_attention_prefill_split(
         part_acc = torch.empty(num_tokens, num_q_heads, num_splits, head_dim, dtype=torch.float32, device=q.device)
         part_max = torch.empty(num_tokens, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
         part_sum = torch.empty(num_tokens, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
-        tickets = split_tickets(batch * num_kv_heads * num_q_tiles, q.device)
     else:  # not touched when SPLIT_K is off; any tensor will do
-        part_acc = part_max = part_sum = tickets = out
+        part_acc = part_max = part_sum = out
     _prefill_split_kernel[(num_programs,)](
         q,
         k_cache,
@@ -525,7 +537,6 @@ def paged_attention_prefill_split(
         part_acc,
         part_max,
         part_sum,
-        tickets,
         scale * LOG2E,
         num_q_heads,
         num_kv_heads,
@@ -550,6 +561,22 @@ def paged_attention_prefill_split(
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
+    if num_splits > 1:
+        _prefill_merge_kernel[(num_tokens, num_q_heads)](
+            part_acc,
+            part_max,
+            part_sum,
+            cu_seqlens_q,
+            out,
+            batch,
+            num_q_heads,
+            num_splits,
+            out.stride(0),
+            out.stride(1),
+            HEAD_DIM=head_dim,
+            BLOCK_S=triton.next_power_of_2(num_splits),
+            num_warps=4 if head_dim >= 128 else 2,
+        )
     return out
 
 

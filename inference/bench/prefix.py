@@ -32,16 +32,18 @@ def pin_and_wait(engine: LLMEngine, key: str, prompt: list[int], tenant: str):
     return result[0]
 
 
-def run_prefix_bench(engine: LLMEngine, system_len: int, question_len: int, repeats: int, sync=None) -> dict:
-    rng = random.Random(0)
+def run_prefix_bench(engine: LLMEngine, system_len: int, question_len: int, repeats: int, sync=None,
+                     seed: int = 0) -> dict:
+    """Another `seed` gives other prompts and tenants: a second run must not hit the first one's cache."""
+    rng = random.Random(seed)
     vocab = engine.model_args.vocab_size
 
     def tokens(n):
         return [rng.randrange(100, vocab - 100) for _ in range(n)]
 
     system = tokens(system_len)
-    ttft(engine, "warmup", tokens(system_len + question_len), "warmup", sync)
-    cold = [ttft(engine, f"cold{i}", system + tokens(question_len), f"cold-tenant-{i}", sync)
+    ttft(engine, "warmup", tokens(system_len + question_len), f"warmup-{seed}", sync)
+    cold = [ttft(engine, f"cold{i}", system + tokens(question_len), f"cold-tenant-{seed}-{i}", sync)
             for i in range(repeats)]
     pin = pin_and_wait(engine, "bench-system", system, "bench")
     warm = [ttft(engine, f"pinned{i}", system + tokens(question_len), "bench", sync) for i in range(repeats)]

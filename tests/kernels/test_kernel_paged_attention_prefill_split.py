@@ -6,8 +6,6 @@ import pytest
 import torch
 from kernel_testing import DEVICE, DTYPES, PagedKV, assert_close, capture_without_host_sync
 
-from kernels._paged import split_tickets
-
 from kernels.paged_attention_prefill import (
     SPLIT_MAX_Q_LEN,
     PrefillConfig,
@@ -43,8 +41,6 @@ def _check(kv, q, cu, max_q_len, scale, dtype, num_splits=None, **kwargs):
     num_real = int(cu[-1])
     assert_close(out[:num_real], ref[:num_real], dtype)
     assert out[num_real:].isnan().all(), "rows past cu_seqlens_q[B] were written"
-    # Each tile's last program resets its ticket: the shared buffer is ready for the next launch.
-    assert not split_tickets(1, q.device).any(), "a split-KV ticket was left set"
     return out
 
 
