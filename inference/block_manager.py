@@ -24,9 +24,9 @@ def salt_hash(tenant: str | None) -> bytes:
 _TOKEN_BYTES = array("q").itemsize
 
 
-def hash_block(parent: bytes, token_ids: list[int]) -> bytes:
-    """A full block's name: its parent's hash and its token ids (BlockManager hashes whole runs the same way)."""
-    return hashlib.blake2b(parent + array("q", token_ids).tobytes(), digest_size=16).digest()
+def hash_block(parent: bytes, token_bytes: bytes) -> bytes:
+    """A full block's name: its parent's hash and its token ids as int64 bytes."""
+    return hashlib.blake2b(parent + token_bytes, digest_size=16).digest()
 
 
 @dataclass
@@ -61,13 +61,13 @@ class BlockManager:
         have, want = len(hashes), num_tokens // bs
         if want <= have:
             return
-        # One conversion of the missing blocks' tokens, then hash_block's bytes block by block: a
-        # 2,000-token prompt is hashed on the critical path of its TTFT.
+        # One conversion of the missing blocks' tokens, then a hash per block of bytes: a 2,000-token
+        # prompt is hashed on the critical path of its TTFT.
         data = array("q", seq.token_ids(have * bs, want * bs)).tobytes()
         width = bs * _TOKEN_BYTES
         parent = hashes[-1] if hashes else salt_hash(seq.tenant)
         for start in range(0, len(data), width):
-            parent = hashlib.blake2b(parent + data[start:start + width], digest_size=16).digest()
+            parent = hash_block(parent, data[start:start + width])
             hashes.append(parent)
 
     # -- admission and growth ---------------------------------------------------------------------

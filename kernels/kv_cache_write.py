@@ -57,6 +57,23 @@ def _write_kv_cache_kernel(
     tl.store(v_cache_ptr + cache_offs, value, mask=mask)
 
 
+def check_kv_write_inputs(key, value, k_cache, v_cache, slot_mapping, names: tuple[str, str] = ("key", "value")):
+    """The checks of write_kv_cache (also run by rotary's fused rotate-and-write); `names` name key
+    and value in the errors."""
+    check_kv_caches(k_cache, v_cache)
+    _, _, num_kv_heads, head_dim = k_cache.shape
+    num_tokens = key.shape[0]
+    for name, t in zip(names, (key, value)):
+        check_dtype(name, t, (k_cache.dtype,))
+        check_shape(name, t, (num_tokens, num_kv_heads, head_dim))
+        check_last_dim_contiguous(name, t)
+    check_dtype("slot_mapping", slot_mapping, (torch.int64,))
+    check_shape("slot_mapping", slot_mapping, (num_tokens,))
+    for name, t in (*zip(names, (key, value)), ("v_cache", v_cache), ("slot_mapping", slot_mapping)):
+        check_device(name, t, k_cache.device)
+    check_device("k_cache", k_cache, k_cache.device)
+
+
 def write_kv_cache(
     key: torch.Tensor,
     value: torch.Tensor,
@@ -70,18 +87,9 @@ def write_kv_cache(
     views into a fused qkv projection are fine). slot_mapping: int64 [N]; -1 marks padding tokens,
     which are skipped. Slots must be < num_blocks * block_size (not checked: that would need a sync).
     """
-    check_kv_caches(k_cache, v_cache)
+    check_kv_write_inputs(key, value, k_cache, v_cache, slot_mapping)
     _, _, num_kv_heads, head_dim = k_cache.shape
     num_tokens = key.shape[0]
-    for name, t in (("key", key), ("value", value)):
-        check_dtype(name, t, (k_cache.dtype,))
-        check_shape(name, t, (num_tokens, num_kv_heads, head_dim))
-        check_last_dim_contiguous(name, t)
-    check_dtype("slot_mapping", slot_mapping, (torch.int64,))
-    check_shape("slot_mapping", slot_mapping, (num_tokens,))
-    for name, t in (("key", key), ("value", value), ("v_cache", v_cache), ("slot_mapping", slot_mapping)):
-        check_device(name, t, k_cache.device)
-    check_device("k_cache", k_cache, k_cache.device)
     if num_tokens == 0:
         return
 

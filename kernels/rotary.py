@@ -15,11 +15,10 @@ from kernels._checks import (
     FLOAT_DTYPES,
     check_device,
     check_dtype,
-    check_kv_caches,
     check_last_dim_contiguous,
     check_shape,
 )
-from kernels.kv_cache_write import write_kv_cache_ref
+from kernels.kv_cache_write import check_kv_write_inputs, write_kv_cache_ref
 
 
 def rope_inv_freq(head_dim: int, base: float, rope_scaling: dict | None) -> torch.Tensor:
@@ -224,18 +223,9 @@ def apply_rotary_and_write_kv(
     Same arguments and contracts as those two (v like k; slot -1 = padding, not written).
     """
     _check_rotary_inputs(q, k, positions, cos_sin_cache)
-    check_kv_caches(k_cache, v_cache)
-    num_tokens, _, head_dim = q.shape
-    num_kv_heads = k.shape[1]
-    check_shape("k_cache", k_cache, (None, None, num_kv_heads, head_dim))
-    check_dtype("k_cache", k_cache, (q.dtype,))
-    check_dtype("v", v, (q.dtype,))
-    check_shape("v", v, (num_tokens, num_kv_heads, head_dim))
-    check_last_dim_contiguous("v", v)
-    check_dtype("slot_mapping", slot_mapping, (torch.int64,))
-    check_shape("slot_mapping", slot_mapping, (num_tokens,))
-    for name, t in (("v", v), ("k_cache", k_cache), ("v_cache", v_cache), ("slot_mapping", slot_mapping)):
-        check_device(name, t, q.device)
+    # The cache must hold k's heads (checked first, so the error names the cache, not k).
+    check_shape("k_cache", k_cache, (None, None, k.shape[1], q.shape[2]))
+    check_kv_write_inputs(k, v, k_cache, v_cache, slot_mapping, names=("k", "v"))
     _launch(q, k, positions, cos_sin_cache, v, k_cache, v_cache, slot_mapping)
 
 

@@ -1,8 +1,11 @@
 """TTFT of a long system prompt + a short question: cold (nothing cached) vs pinned."""
 from __future__ import annotations
 
+import json
+import os
 import random
 import statistics
+import tempfile
 import time
 
 from ..engine import LLMEngine
@@ -84,9 +87,6 @@ def profile_pinned_step(engine: LLMEngine, system_len: int, question_len: int, s
     engine.unpin("profile-system")
     table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14)
     cuda = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=14)
-    import os
-    import tempfile
-
     path = trace_path or os.path.join(tempfile.mkdtemp(), "pinned_trace.json")
     prof.export_chrome_trace(path)
     return (f"pinned TTFT under the profiler {seconds * 1e3:.1f} ms\n{timeline_summary(path)}\n"
@@ -95,8 +95,6 @@ def profile_pinned_step(engine: LLMEngine, system_len: int, question_len: int, s
 
 def timeline_summary(trace_path: str) -> str:
     """Read a chrome trace of one `pinned_ttft` span: where its wall time went, host vs GPU."""
-    import json
-
     with open(trace_path) as f:
         events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     span = next(e for e in events if e.get("name") == "pinned_ttft")
