@@ -31,6 +31,18 @@ log = logging.getLogger("inference")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def store_projections_column_major(model: LlamaForCausalLM) -> None:
+    """Keep the o, gate_up and down projections' [out, in] weights with column-major strides (the same
+    tensor to every reader, transposed in memory). cuBLAS then runs x @ W^T as a plain NN product,
+    whose kernels read these weights faster at the row counts of decode and chat turns: on an H200 at
+    64 rows, gate_up 63.9 -> 61.0 us, down 37.5 -> 36.5, o 12.9 -> 12.3. qkv stays row-major: the
+    same at 1-64 rows, slower at 256."""
+    for layer in model.layers:
+        for proj in (layer.o_proj, layer.gate_up_proj, layer.down_proj):
+            with torch.no_grad():
+                proj.weight = torch.nn.Parameter(proj.weight.t().contiguous().t(), requires_grad=False)
+
+
 class ModelRunner:
     def __init__(self, config: EngineConfig, args: ModelArgs, weights: Path | dict | None,
                  eos_token_ids: list[int], max_model_len: int, progress: bool = True,
@@ -100,6 +112,8 @@ class ModelRunner:
             load_state(model, weights.items(), len(weights), progress, shard)
         else:
             load_weights(model, weights, progress, shard)
+        if self.device.type == "cuda":
+            store_projections_column_major(model)
         return model.eval().requires_grad_(False)
 
     def bytes_per_block(self) -> int:

@@ -83,11 +83,33 @@ def filter_top_k_top_p_min_p(logits: torch.Tensor, rows: list[SamplingRow]) -> t
     return logits
 
 
+TWO_STAGE_MAX_ROWS = 16  # past this, torch's own argmax has rows enough to fill the GPU
+
+
+def argmax_rows(logits: torch.Tensor) -> torch.Tensor:
+    """logits [R, V] -> the index of each row's max (the first on ties, as torch.argmax).
+
+    For few rows, in two stages: torch's argmax reduces each 128k-wide row in one block (28 us for
+    one Llama-3 row on an H200); the max of each 256-wide chunk, then the argmax of the chunk maxima,
+    spreads the work over the GPU (12 us). Ties resolve the same way: the first maximal chunk, then
+    its first maximal element.
+    """
+    num_rows, vocab = logits.shape
+    width = 256
+    while width > 32 and vocab % width:
+        width //= 2
+    if num_rows > TWO_STAGE_MAX_ROWS or vocab % width or not logits.is_contiguous():
+        return logits.argmax(dim=-1)
+    chunk_max, chunk_idx = logits.view(num_rows, vocab // width, width).max(dim=-1)
+    best = chunk_max.argmax(dim=-1, keepdim=True)  # [R, 1]
+    return (best * width + chunk_idx.gather(1, best)).squeeze(1)
+
+
 def sample(logits: torch.Tensor, rows: list[SamplingRow]) -> SamplerOutput:
     """logits [R, V] (any float dtype) for R sequences -> one token id each (and logprobs if asked)."""
     if all(r.params.greedy and not r.params.uses_penalties and not r.blocked_token_ids
            and r.params.logprobs is None for r in rows):
-        return SamplerOutput(logits.argmax(dim=-1).tolist(), [None] * len(rows))  # the common fast path
+        return SamplerOutput(argmax_rows(logits).tolist(), [None] * len(rows))  # the common fast path
     logits = logits.float()
     raw = logits
     device = logits.device
@@ -97,7 +119,7 @@ def sample(logits: torch.Tensor, rows: list[SamplingRow]) -> SamplerOutput:
         if r.blocked_token_ids:
             logits[i, torch.tensor(r.blocked_token_ids, device=device)] = float("-inf")
     greedy = [r.params.greedy for r in rows]
-    token_ids = logits.argmax(dim=-1)
+    token_ids = argmax_rows(logits)
     if not all(greedy):
         temp = torch.tensor([r.params.temperature or 1.0 for r in rows], device=device)
         scaled = filter_top_k_top_p_min_p(logits / temp[:, None], rows)

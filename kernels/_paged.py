@@ -39,19 +39,22 @@ def merge_split_partials(
 ):
     """The split-KV merge of one (row, query head): sum_s w_s acc_s / sum_s w_s l_s, w_s = 2^(m_s - max).
 
-    A split that saw no key has max -inf and weight 0; its sum and acc are not read (the kernel that
-    wrote the partials may have left them unwritten). Returns the [HEAD_DIM] fp32 output.
+    A split that saw no key has max -inf and weight 0; its sum and acc may be unwritten (the kernel
+    that wrote the partials skips them), so they are selected away after loading: the three loads are
+    issued together instead of the sum and acc waiting for the max. Returns the [HEAD_DIM] fp32 output.
     """
     offs_s = tl.arange(0, BLOCK_S)
-    m = tl.load(part_max_ptr + row0 + offs_s, mask=offs_s < num_splits, other=float("-inf"))  # [BLOCK_S]
+    exists = offs_s < num_splits
+    offs_d = tl.arange(0, HEAD_DIM)
+    m = tl.load(part_max_ptr + row0 + offs_s, mask=exists, other=float("-inf"))  # [BLOCK_S]
+    l = tl.load(part_sum_ptr + row0 + offs_s, mask=exists, other=0.0)
+    acc = tl.load(
+        part_acc_ptr + (row0 + offs_s[:, None]) * HEAD_DIM + offs_d[None, :], mask=exists[:, None], other=0.0
+    )  # [BLOCK_S, D]
     live = m > float("-inf")
     m_max = tl.max(m, axis=0)
     m_max = tl.where(m_max > float("-inf"), m_max, 0.0)  # every split empty: all weights 0
     w = tl.where(live, tl.exp2(m - m_max), 0.0)
-    l = tl.load(part_sum_ptr + row0 + offs_s, mask=live, other=0.0)
-    denom = tl.sum(w * l, axis=0)
-    offs_d = tl.arange(0, HEAD_DIM)
-    acc = tl.load(
-        part_acc_ptr + (row0 + offs_s[:, None]) * HEAD_DIM + offs_d[None, :], mask=live[:, None], other=0.0
-    )  # [BLOCK_S, D]
+    denom = tl.sum(tl.where(live, w * l, 0.0), axis=0)
+    acc = tl.where(live[:, None], acc, 0.0)
     return tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0.0, denom, 1.0)

@@ -121,6 +121,45 @@ def test_pinned_blocks_survive_a_flood_and_unpin_releases_them():
     assert bm.pool.num_free == 20
 
 
+def test_prompt_after_a_pin_reuses_its_hashes_and_gets_the_chained_ones(monkeypatch):
+    """A prompt that starts with a pinned prompt takes the pin's block hashes instead of hashing those
+    blocks again; they equal the hashes an unpinned manager computes, and its own blocks after the
+    pin are hashed on from the pin's last hash. Another tenant, or a prompt that differs inside the
+    pinned range, hashes everything itself."""
+    import inference.block_manager as block_manager
+
+    system = list(range(500, 512))  # 3 blocks
+    question = [7, 8, 9, 10, 11, 12]  # 1 more full block, then the last tokens
+    plain = BlockManager(num_blocks=20, block_size=BS)
+    reference = make_seq(system + question)
+    plain._extend_hashes(reference, len(system + question))
+    bm = BlockManager(num_blocks=20, block_size=BS, max_pinned_blocks=4)
+    pin_seq = make_seq(system)
+    compute_all(bm, pin_seq)
+    bm.pin("p", pin_seq)
+    bm.free(pin_seq)
+    calls = []
+    real_hash = block_manager.hash_block
+    monkeypatch.setattr(block_manager, "hash_block", lambda parent, data: calls.append(1) or real_hash(parent, data))
+    seq = make_seq(system + question)
+    assert bm.take_cached_prefix(seq) == 12
+    assert seq.block_hashes == reference.block_hashes[:4]
+    assert len(calls) == 1  # only the question's full block
+    calls.clear()
+    other_tenant = make_seq(system + question, tenant="u")
+    assert bm.take_cached_prefix(other_tenant) == 0
+    assert len(calls) == 4
+    calls.clear()
+    changed = make_seq(system[:-1] + [0] + question)  # differs in the pin's last block
+    assert bm.take_cached_prefix(changed) == 8
+    assert len(calls) == 4
+    assert bm.unpin("p")
+    calls.clear()
+    after_unpin = make_seq(system + question)
+    bm.take_cached_prefix(after_unpin)
+    assert len(calls) == 4 and after_unpin.block_hashes == reference.block_hashes[:4]
+
+
 def test_pin_cap_is_enforced_and_repin_replaces():
     bm = BlockManager(num_blocks=20, block_size=BS, max_pinned_blocks=3)
     bm.check_pin_capacity("a", 12)  # 3 blocks: fits

@@ -140,3 +140,22 @@ def test_repetition_penalty_reduces_repeats_in_generation(smol):
 
     assert repeats(repetition_penalty=1.5) < repeats()
     assert repeats(frequency_penalty=1.0) < repeats()
+
+
+@pytest.mark.parametrize("vocab", [128256, 49152, 151936, 1000, 50])
+@pytest.mark.parametrize("num_rows", [1, 3, 16, 17])
+def test_argmax_rows_matches_torch_argmax_ties_included(vocab, num_rows):
+    """The two-stage argmax (few rows) gives torch's index, the first of tied maxima included."""
+    from inference.sampler import argmax_rows
+
+    g = torch.Generator().manual_seed(vocab + num_rows)
+    for dtype in (torch.float32, torch.bfloat16):
+        logits = torch.randn(num_rows, vocab, generator=g).to(dtype)
+        # Ties: each row's max appears again later, and in some rows earlier, in another chunk.
+        for r in range(num_rows):
+            top = int(torch.randint(0, vocab, (1,), generator=g))
+            later = int(torch.randint(0, vocab, (1,), generator=g))
+            logits[r, top] = logits[r, later] = 10.0
+        assert torch.equal(argmax_rows(logits), logits.argmax(dim=-1))
+    sliced = torch.randn(num_rows, vocab + 7, generator=g)[:, :vocab]  # not contiguous: falls back
+    assert torch.equal(argmax_rows(sliced), sliced.argmax(dim=-1))

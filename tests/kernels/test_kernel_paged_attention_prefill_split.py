@@ -175,3 +175,39 @@ def test_split_cuda_graph_without_host_sync():
         ref = paged_attention_prefill_ref(q, kv.k_cache, kv.v_cache, kv.block_tables, cu_q, seq_lens, 0.1)
         assert_close(out[:q_len], ref[:q_len], dtype)
         assert out[q_len:].isnan().all()
+
+
+@pytest.mark.parametrize("num_splits,num_q_heads", [(8, 32), (5, 9), (1, 4)])
+def test_merge_ignores_nan_in_splits_that_saw_no_key(num_splits, num_q_heads):
+    """The merge loads every split's sum and acc before it knows which splits are live; a split that saw
+    no key (max -inf) may have left NaN there, and it must not reach the output. Heads that are not a
+    multiple of the merge's heads per program (9) are covered too; rows past cu_seqlens_q stay unwritten."""
+    from kernels.paged_attention_prefill import _prefill_merge_kernel, MERGE_HEADS
+
+    import triton
+
+    g = torch.Generator().manual_seed(num_splits)
+    tokens, d = 6, 128
+    part_acc = torch.randn(tokens, num_q_heads, num_splits, d, generator=g)
+    part_max = torch.randn(tokens, num_q_heads, num_splits, generator=g) * 4
+    part_sum = torch.rand(tokens, num_q_heads, num_splits, generator=g) + 0.5
+    dead = torch.rand(tokens, num_q_heads, num_splits, generator=g) < 0.4
+    dead[0, 0] = True  # one (token, head) with every split empty: its output is 0
+    part_max[dead] = -math.inf
+    part_sum[dead] = math.nan
+    part_acc[dead] = math.nan
+    w = torch.exp2(part_max - part_max.amax(-1, keepdim=True).clamp(min=-1e30)).where(~dead, 0.0)
+    denom = (w * part_sum.nan_to_num()).sum(-1)
+    expected = (part_acc.nan_to_num() * w[..., None]).sum(-2) / denom.where(denom > 0, 1.0)[..., None]
+    out = torch.full((tokens, num_q_heads, d), math.nan)
+    cu = torch.tensor([0, tokens - 1], dtype=torch.int32)  # the last row is padding
+    heads = min(MERGE_HEADS, triton.next_power_of_2(num_q_heads))
+    args = [t.to(DEVICE) for t in (part_acc, part_max, part_sum, cu, out)]
+    _prefill_merge_kernel[(tokens, triton.cdiv(num_q_heads, heads))](
+        *args, 1, num_q_heads, num_splits, out.stride(0), out.stride(1),
+        HEAD_DIM=d, BLOCK_S=triton.next_power_of_2(num_splits), HEADS=heads,
+    )
+    got = args[-1].cpu()
+    assert_close(got[:tokens - 1], expected[:tokens - 1], torch.float32)
+    assert (got[0, 0] == 0).all()
+    assert got[tokens - 1].isnan().all()
