@@ -298,15 +298,28 @@ def _full_tile_offsets(
 
 
 @triton.jit
-def _full_tile_step(q, k, v, acc, m_i, l_i, qk_scale, DOT_PRECISION: tl.constexpr):
-    """One online-softmax step over a tile of keys that every row sees (so every max is finite)."""
-    s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
+def _online_softmax_update(s, v, acc, m_i, l_i, DOT_PRECISION: tl.constexpr, MAYBE_UNSEEN: tl.constexpr):
+    """Fold a tile's scores s [BLOCK_M, BLOCK_N] (log2 domain) and values v into (acc, max, sum).
+
+    MAYBE_UNSEEN: some row may have seen no key yet (all -inf, possible in a masked tile of the last
+    split); its max stays -inf but 0 is subtracted instead, so alpha and p are 0, not NaN."""
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
-    alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(s - m_new[:, None])
+    if MAYBE_UNSEEN:
+        m_sub = tl.where(m_new > float("-inf"), m_new, 0.0)
+    else:
+        m_sub = m_new
+    alpha = tl.exp2(m_i - m_sub)
+    p = tl.exp2(s - m_sub[:, None])
     l_i = l_i * alpha + tl.sum(p, axis=1)
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
     return acc, m_new, l_i
+
+
+@triton.jit
+def _full_tile_step(q, k, v, acc, m_i, l_i, qk_scale, DOT_PRECISION: tl.constexpr):
+    """One online-softmax step over a tile of keys that every row sees (so every max is finite)."""
+    s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
+    return _online_softmax_update(s, v, acc, m_i, l_i, DOT_PRECISION, False)
 
 
 @triton.jit
@@ -342,15 +355,7 @@ def _masked_tile_step(
     v = tl.load(v_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
     s = tl.where((pos[None, :] <= query_pos[:, None]) & mask_n[None, :], s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, axis=1))
-    # A row may see no key of this range (causal, in the last split): keep its max at -inf but
-    # subtract 0 instead, so that alpha and p are 0, not NaN (-inf - -inf).
-    m_sub = tl.where(m_new > float("-inf"), m_new, 0.0)
-    alpha = tl.exp2(m_i - m_sub)
-    p = tl.exp2(s - m_sub[:, None])
-    l_i = l_i * alpha + tl.sum(p, axis=1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-    return acc, m_new, l_i
+    return _online_softmax_update(s, v, acc, m_i, l_i, DOT_PRECISION, True)
 
 
 @triton.jit

@@ -1,4 +1,5 @@
-"""Candidate split-KV prefill attention for the pinned chat turn: loads issued a tile ahead by hand,
+"""The measured candidate (2026-12-03; since moved into kernels/paged_attention_prefill.py, kept here as the
+version the logs timed). Candidate split-KV prefill attention for the pinned chat turn: loads issued a tile ahead by hand,
 and a merge whose three loads do not wait on each other."""
 import torch
 import triton
