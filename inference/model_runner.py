@@ -113,6 +113,9 @@ class ModelRunner:
         else:
             load_weights(model, weights, progress, shard)
         if self.device.type == "cuda":
+            # cuBLASLt's heuristics pick faster kernels for the skinny products of decode and chat
+            # turns (H200, 64 rows, column-major weights: gate_up 62.3 -> 57.9 us, down 35.5 -> 31.6).
+            torch.backends.cuda.preferred_blas_library("cublaslt")
             store_projections_column_major(model)
         return model.eval().requires_grad_(False)
 
