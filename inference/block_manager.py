@@ -66,7 +66,7 @@ class BlockManager:
             return
         # One conversion of the missing blocks' tokens, then a hash per block of bytes: a 2,000-token
         # prompt is hashed on the critical path of its TTFT.
-        data = array("q", seq.token_ids(have * bs, want * bs)).tobytes()
+        data = seq.token_bytes(have * bs, want * bs)
         width = bs * _TOKEN_BYTES
         done = 0
         if not hashes:
@@ -181,7 +181,7 @@ class BlockManager:
         old = self.pins.get(key)
         num_tokens = num_full * self.block_size
         hashes = seq.block_hashes[:num_full] if self.enable_caching else []
-        token_bytes = array("q", seq.token_ids(0, num_tokens)).tobytes() if hashes else b""
+        token_bytes = seq.token_bytes(0, num_tokens) if hashes else b""
         pin = Pin(key, seq.tenant, block_ids, num_tokens, seq.num_prompt_tokens, hashes, token_bytes)
         if old is not None:
             self._release_pin(old)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from .block_manager import BlockManager, Pin
 from .config import EngineConfig
 from .detokenizer import IncrementalDetokenizer
@@ -96,15 +98,20 @@ class LLMEngine:
         self.last_step_decode_only = False
 
     # -- requests ------------------------------------------------------------------------------------
-    def validate(self, prompt_token_ids: list[int], params: SamplingParams) -> None:
+    def validate(self, prompt_token_ids: list[int], params: SamplingParams) -> array:
+        """Raise InvalidRequestError for a bad request; returns the prompt as an int64 array."""
         if not prompt_token_ids:
             raise InvalidRequestError("the prompt is empty", field="prompt")
         vocab = self.model_args.vocab_size
-        try:  # in C (a long prompt is checked on the critical path of its TTFT): array() takes ints only
-            array("q", prompt_token_ids)
-            ok = min(prompt_token_ids) >= 0 and max(prompt_token_ids) < vocab
+        # In C (a long prompt is checked on the critical path of its TTFT): array() takes ints only,
+        # and numpy's min/max over its buffer are ~10x faster than Python's over the list.
+        try:
+            ids = array("q", prompt_token_ids)
         except (TypeError, OverflowError):
             ok = False
+        else:
+            view = np.frombuffer(ids, dtype=np.int64)
+            ok = bool(view.min() >= 0 and view.max() < vocab)
         if not ok:
             raise InvalidRequestError(f"prompt token ids must be integers in [0, {vocab})", field="prompt")
         if any(t >= vocab for t in params.stop_token_ids):
@@ -113,18 +120,19 @@ class LLMEngine:
             raise PromptTooLongError(
                 f"the prompt has {len(prompt_token_ids)} tokens; the context holds {self.max_model_len} "
                 "(prompt plus at least one generated token)", field="prompt")
+        return ids
 
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
                     tenant: str | None = None, prompt: str | None = None) -> Sequence:
         if request_id in self.requests:
             raise InvalidRequestError(f"request id {request_id!r} is already running", field="request_id")
-        self.validate(prompt_token_ids, params)
+        ids = self.validate(prompt_token_ids, params)
         # Requests added since the last step sit in the waiting queue until it runs; those that the next
         # step admits into free sequence slots are not queued, so a burst is not refused for them.
         num_queued = self.scheduler.num_waiting - max(0, self.config.max_num_seqs - self.scheduler.num_running)
         if num_queued >= self.config.max_num_waiting:
             raise QueueFullError(f"{num_queued} requests are waiting; try again shortly")
-        seq = Sequence(request_id, list(prompt_token_ids), params, tenant, prompt)
+        seq = Sequence(request_id, list(prompt_token_ids), params, tenant, prompt, prompt_array=ids)
         detok = None
         if self.tokenizer is not None:
             detok = IncrementalDetokenizer(self.tokenizer, seq.prompt_token_ids, params.stop_strings,
@@ -147,11 +155,11 @@ class LLMEngine:
     def add_pin(self, key: str, prompt_token_ids: list[int], tenant: str | None,
                 on_pinned: Callable[[Pin | Exception], None]) -> None:
         """Compute a prefix and pin its full blocks; `on_pinned` gets the Pin (or the error)."""
-        self.validate(prompt_token_ids, SamplingParams(max_tokens=1))
+        ids = self.validate(prompt_token_ids, SamplingParams(max_tokens=1))
         self.block_manager.check_pin_capacity(key, len(prompt_token_ids))
         request_id = f"pin:{key}:{time.monotonic_ns()}"
         seq = Sequence(request_id, list(prompt_token_ids), SamplingParams(max_tokens=1), tenant,
-                       pin_key=key)
+                       pin_key=key, prompt_array=ids)
         self.requests[request_id] = _Request(seq, None, on_pinned)
         self.scheduler.add(seq)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import enum
 import time
+from array import array
 from dataclasses import dataclass, field
 
 from .sampling_params import SamplingParams
@@ -48,6 +49,8 @@ class Sequence:
     finish_time: float | None = None
     admitted_once: bool = False
     generator: object = None  # torch.Generator of a seeded request, made by the model runner
+    # The prompt as int64s (validation builds it): block hashes read their bytes from here.
+    prompt_array: array | None = field(default=None, repr=False)
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -70,6 +73,14 @@ class Sequence:
         if start >= n_prompt:
             return self.output_token_ids[start - n_prompt:stop - n_prompt]
         return self.prompt_token_ids[start:] + self.output_token_ids[:stop - n_prompt]
+
+    def token_bytes(self, start: int, stop: int) -> bytes:
+        """Tokens [start, stop) as int64 bytes: what a block hash is computed over."""
+        if stop <= len(self.prompt_token_ids):
+            if self.prompt_array is None:
+                self.prompt_array = array("q", self.prompt_token_ids)
+            return self.prompt_array[start:stop].tobytes()
+        return array("q", self.token_ids(start, stop)).tobytes()
 
     @property
     def is_finished(self) -> bool:

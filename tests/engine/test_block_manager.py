@@ -187,3 +187,19 @@ def test_tenant_stats_count_used_cached_and_pinned():
     stats = bm.tenant_stats()
     assert stats["acme"]["num_blocks_used"] == 3
     assert stats["acme"]["num_blocks_cached"] == 2
+
+
+def test_token_bytes_are_the_int64_bytes_of_the_tokens_in_every_range():
+    """Block hashes are computed over Sequence.token_bytes: the prompt part comes from the int64 array
+    that validation built (or one built on first use), the rest from the token lists."""
+    from array import array
+
+    from inference.sampling_params import SamplingParams
+    from inference.sequence import Sequence
+
+    prompt = [7, 2**40, 0, 31999, 5]
+    for given in (None, array("q", prompt)):
+        seq = Sequence("t", list(prompt), SamplingParams(), prompt_array=given)
+        seq.output_token_ids += [11, 12, 13]
+        for start, stop in ((0, 5), (1, 4), (0, 8), (3, 7), (5, 8), (6, 7), (2, 2)):
+            assert seq.token_bytes(start, stop) == array("q", seq.token_ids(start, stop)).tobytes()

@@ -116,6 +116,11 @@ def test_bad_requests_are_rejected_with_the_field(tiny):
     assert e.value.field == "prompt"
     with pytest.raises(InvalidRequestError, match="token ids"):
         tiny.generate([[10**7]], GREEDY)
+    vocab = tiny.engine.model_args.vocab_size
+    for bad in ([5, -1, 7], [5, vocab], [1.5, 2], ["3"], [2**64]):  # negative, >= vocab, not ints, too big
+        with pytest.raises(InvalidRequestError, match="token ids"):
+            tiny.generate([bad], GREEDY)
+    assert len(tiny.engine.validate([0, vocab - 1], GREEDY)) == 2  # both ends of the vocab are fine
     with pytest.raises(PromptTooLongError):
         tiny.generate([list(range(600))], GREEDY)  # the tiny model's context is 512
     assert not tiny.engine.has_unfinished()
