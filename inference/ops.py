@@ -63,3 +63,14 @@ def paged_attention_prefill(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq
                                                scale, max_q_len)
     return kernels.paged_attention_prefill_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens,
                                                scale, max_q_len)
+
+
+def unpack_step_row(row, positions, slots, seq_lens, cu_seqlens_q, block_table, last_index, max_rows: int,
+                    block_size: int) -> None:
+    """A captured prefill step's inputs from its staged row (see kernels/step_row.py)."""
+    if _triton(row):
+        kernels.unpack_step_row(row, positions, slots, seq_lens, cu_seqlens_q, block_table, last_index, max_rows,
+                                block_size)
+    else:
+        kernels.unpack_step_row_ref(row, positions, slots, seq_lens, cu_seqlens_q, block_table, last_index,
+                                    max_rows, block_size)

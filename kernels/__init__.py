@@ -1,5 +1,5 @@
 """Pagoda's Triton kernels: paged KV cache write, paged attention (decode and prefill), RMSNorm, RoPE,
-SiLU-and-multiply.
+SiLU-and-multiply, and the unpacking of a captured step's staged inputs.
 
 Each kernel family lives in one module with its launcher and a pure-torch `*_ref` (the engine's CPU
 path). The launchers need CUDA tensors (or TRITON_INTERPRET=1 for CPU testing) and never sync the host.
@@ -29,6 +29,7 @@ from kernels.rotary import (
     build_cos_sin_cache,
     rope_inv_freq,
 )
+from kernels.step_row import unpack_step_row, unpack_step_row_ref
 
 __all__ = [
     "DecodeConfig",
@@ -50,6 +51,8 @@ __all__ = [
     "rope_inv_freq",
     "silu_and_mul",
     "silu_and_mul_ref",
+    "unpack_step_row",
+    "unpack_step_row_ref",
     "write_kv_cache",
     "write_kv_cache_ref",
 ]

@@ -84,6 +84,10 @@ def _launch_all() -> None:
     kernels.silu_and_mul(torch.zeros(4, 2 * 1536, dtype=bf16))
     kernels.rms_norm(x, x[0], 1e-5)
     kernels.rms_norm(x, x[0], 1e-5, x)
+    i64, i32 = torch.int64, torch.int32
+    kernels.unpack_step_row(torch.zeros(128 + 3 + 144, dtype=i64), torch.zeros(64, dtype=i64), torch.zeros(64, dtype=i64),
+                            torch.zeros(1, dtype=i32), torch.zeros(2, dtype=i32), torch.zeros(144, dtype=i32),
+                            torch.zeros(1, dtype=i64), 128, 16)
 
 
 def main() -> None:
