@@ -165,6 +165,8 @@ class PrefillGraphs:
         # The warm-up and capture runs compute no row (q_len 0: every slot -1) over one key.
         self.host_np[n:n + 3] = (1, 0, 0)
         self.graphs, self.logits = capture_graphs(self.SIZES, self._forward)
+        # Recorded after each replay: once it has fired, that replay's memcpy node has read the row.
+        self.replayed = torch.cuda.Event()
 
     def _forward(self, size: int) -> torch.Tensor:
         r = self.runner
@@ -190,6 +192,10 @@ class PrefillGraphs:
         t = self.tail
         table = seq.block_table
         h = self.host_np
+        # A step that samples nothing (a pin) returns without waiting for its graph, which may still be
+        # queued behind earlier work: its copy of the row must happen before the row is rewritten.
+        # Almost always long done (a sampled step waited for its tokens), so this costs no wait.
+        self.replayed.synchronize()
         # Rows n..size-1 keep stale ids: valid tokens of earlier steps, computed but never read.
         if seq.prompt_array is not None and start + n <= seq.num_prompt_tokens:
             h[:n] = np.frombuffer(seq.prompt_array, dtype=np.int64, count=n, offset=start * 8)
@@ -198,4 +204,5 @@ class PrefillGraphs:
         h[t:t + 3] = (start + n, n, start)
         h[t + 3:t + 3 + len(table)] = table  # columns past the table are stale but never read
         self.graphs[size].replay()
+        self.replayed.record()
         return self.logits[size]

@@ -4,7 +4,7 @@ import torch
 from transformers import LlamaConfig
 
 from inference.bench.gpu import SMOLLM2_135M
-from inference.bench.prefix import ttft
+from inference.bench.prefix import pin_and_wait
 from inference.config import EngineConfig
 from inference.engine import LLMEngine
 from inference.models import ModelArgs
@@ -18,7 +18,9 @@ def greedy_turns(prefill_graphs: bool, system: list[int], turns: list[list[int]]
                           max_num_seqs=4, seed=0, prefill_graphs=prefill_graphs, async_scheduling=False)
     engine = LLMEngine(config, progress=False, model_args=ModelArgs.from_hf_config(LlamaConfig(**SMOLLM2_135M)))
     assert (engine.runner.prefill_graphs is not None) == prefill_graphs
-    ttft(engine, "system", system, "t")  # caches the prefix's full blocks
+    # Pinning computes the prefix in a step that samples nothing (with graphs: a captured step whose
+    # replay the engine does not wait for); the turns below must still see the pinned K/V.
+    pin_and_wait(engine, "system", system, "t")
     params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True, logprobs=5)
     results = []
     for i, turn in enumerate(turns):  # one at a time: single-sequence steps, as PrefillGraphs captures
