@@ -1,4 +1,4 @@
-"""python -m inference.bench [--prefix | --gpu] ...  (see inference/bench/__init__.py)"""
+"""python -m inference.bench [--prefix | --prefix-overhead | --gpu] ...  (see inference/bench/__init__.py)"""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +12,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m inference.bench")
     ap.add_argument("--prefix", action="store_true",
                     help="TTFT of a long system prompt, cold vs pinned (with --gpu: that alone, on the 8B shape)")
+    ap.add_argument("--prefix-overhead", action="store_true",
+                    help="the prefix cache's cost at 0%% hits: --num-requests x --prompt-len + --output-len, "
+                         "caching on vs off, --repeats rounds per arm (with --gpu: on the 8B shape)")
     ap.add_argument("--gpu", action="store_true", help="the H200 suite (Llama-3-8B shape and SmolLM2 shape)")
     ap.add_argument("--model", default="smollm2-135m-instruct")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
@@ -48,6 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         engine = LLMEngine(EngineConfig(model=args.model, device=args.device,
                                         max_model_len=args.system_len + args.question_len + 64), progress=False)
         print(format_prefix(run_prefix_bench(engine, args.system_len, args.question_len, args.repeats)))
+        return 0
+
+    if args.prefix_overhead:
+        from .prefix_overhead import format_prefix_overhead, run_prefix_overhead
+
+        engine = LLMEngine(EngineConfig(model=args.model, device=args.device), progress=False)
+        print(format_prefix_overhead(run_prefix_overhead(engine, args.num_requests, args.prompt_len,
+                                                         args.output_len, args.repeats)))
         return 0
 
     from .hf_peer import hf_generate

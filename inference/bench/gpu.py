@@ -25,6 +25,7 @@ from ..engine import LLMEngine
 from ..models import ModelArgs
 from .hf_peer import hf_generate, hf_generate_batch
 from .prefix import format_prefix, profile_pinned_step, run_prefix_bench
+from .prefix_overhead import format_prefix_overhead, run_prefix_overhead
 from .workload import Run, profile_decode, random_prompts, run_engine
 
 LLAMA3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
@@ -151,10 +152,26 @@ def prefix_only(args) -> int:
     return 0
 
 
+def prefix_overhead_only(args) -> int:
+    """`--gpu --prefix-overhead`: the prefix cache's cost at 0% hits on the 8B shape, the suite's B=64
+    workload (64 x 512 prompt + 128 output tokens), caching on vs off."""
+    from transformers import LlamaConfig
+
+    config = EngineConfig(model="bench", device="cuda", dtype="bfloat16", num_kv_blocks=8192, max_model_len=1024,
+                          max_num_seqs=64, max_num_batched_tokens=8192, prefill_graphs=True,
+                          async_scheduling=False)
+    engine = LLMEngine(config, progress=False, model_args=ModelArgs.from_hf_config(LlamaConfig(**LLAMA3_8B)))
+    result = run_prefix_overhead(engine, 64, 512, 128, max(args.repeats, 4), sync=sync)
+    print(f"llama3-8b {format_prefix_overhead(result)}", flush=True)
+    return 0
+
+
 def main(args) -> int:
     if not torch.cuda.is_available():
         print("--gpu needs a CUDA device")
         return 2
+    if args.prefix_overhead:
+        return prefix_overhead_only(args)
     if args.prefix:
         return prefix_only(args)
     results: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}

@@ -203,3 +203,25 @@ def test_token_bytes_are_the_int64_bytes_of_the_tokens_in_every_range():
         seq.output_token_ids += [11, 12, 13]
         for start, stop in ((0, 5), (1, 4), (0, 8), (3, 7), (5, 8), (6, 7), (2, 2)):
             assert seq.token_bytes(start, stop) == array("q", seq.token_ids(start, stop)).tobytes()
+
+
+def test_caching_switches_off_and_on_only_while_idle():
+    bm = BlockManager(num_blocks=10, block_size=BS)
+    first = make_seq(range(9))
+    compute_all(bm, first)
+    with pytest.raises(RuntimeError, match="held"):
+        bm.set_caching(False)
+    bm.free(first)
+    assert bm.pool.num_cached == 2
+    bm.set_caching(False)
+    assert bm.pool.num_cached == 0  # the cache is emptied, not left to be found later
+    again = make_seq(range(9))
+    assert bm.take_cached_prefix(again) == 0
+    compute_all(bm, again)
+    assert again.block_hashes == [] and bm.pool.num_cached == 0  # off: nothing hashed, nothing registered
+    bm.free(again)
+    bm.set_caching(True)
+    warm = make_seq(range(9))
+    compute_all(bm, warm)
+    bm.free(warm)
+    assert bm.take_cached_prefix(make_seq(range(9))) == 8
