@@ -38,6 +38,7 @@ class PrefillConfig:
     block_n: int  # keys per inner-loop iteration
     num_warps: int
     num_stages: int
+    prefetch: bool = True  # split kernel: next K/V tile into registers by hand (False: Triton's pipeliner)
 
 
 def prefill_config(head_dim: int, dtype: torch.dtype, gqa_pad: int, max_q_len: int) -> PrefillConfig:
@@ -252,8 +253,9 @@ def prefill_split_config(head_dim: int, dtype: torch.dtype, gqa_pad: int, max_q_
     rows = triton.next_power_of_2(max(1, gqa_pad * max(1, max_q_len)))
     block_m = max(gqa_pad, 16, min(64, rows))
     block_n = 32 if element_size * head_dim > 256 else 64  # fp32 D=128 or D=256: smaller K/V tiles
-    # One stage: the kernel prefetches its next K/V tile itself (Triton's pipeliner on top of that
-    # measured slower on an H200: 19.2 against 16.6 us per layer with the merge).
+    # One stage: the kernel prefetches its next K/V tile into registers itself. Triton's pipeliner
+    # instead (prefetch=False, cp.async through shared memory) measured slower on an H200: 18.8 (2
+    # stages) and 19.7 (3) against 16.5 us per layer with the merge (python -m kernels.bench --only prefix).
     return PrefillConfig(block_m=block_m, block_n=block_n, num_warps=4, num_stages=1)
 
 
@@ -391,6 +393,7 @@ def _prefill_split_kernel(
     BLOCK_N: tl.constexpr,
     SPLIT_K: tl.constexpr,  # num_splits > 1: write partials for the merge kernel
     DOT_PRECISION: tl.constexpr,
+    PREFETCH: tl.constexpr,  # next K/V tile loaded into registers by hand (else by Triton's pipeliner)
 ):
     BLOCK_Q: tl.constexpr = BLOCK_M // GQA_PAD  # tokens per tile
     # pid = ((seq * num_splits + split) * Hkv + kv_head) * num_q_tiles + q_tile: the query tiles (and
@@ -433,7 +436,7 @@ def _prefill_split_kernel(
     # them (the cached prefix, i.e. nearly all of a chat turn's keys) need no mask at all; the tiles
     # from `mid` on (the causal diagonal, the range's ragged end) are masked.
     mid = lo + tl.maximum(tl.minimum(hi, ctx_len + tok_start + 1) - lo, 0) // BLOCK_N * BLOCK_N
-    if mid > lo:
+    if PREFETCH and mid > lo:
         # Software-pipelined by hand: the next tile's K/V loads are issued before this tile's dots,
         # so their latency hides behind the compute (Triton's own pipeliner does not overlap this
         # gathered load here: 2.5 us per 64-key tile on an H200). The last iteration reloads its own
@@ -450,6 +453,13 @@ def _prefill_split_kernel(
             acc, m_i, l_i = _full_tile_step(q, k, v, acc, m_i, l_i, qk_scale, DOT_PRECISION)
             k = k_next
             v = v_next
+    elif mid > lo:  # plain loop: Triton's pipeliner stages the loads through shared memory
+        for start in range(lo, mid, BLOCK_N):
+            kv_offs = _full_tile_offsets(bt_row_ptr, start, kv_head_off, stride_cache_block, stride_cache_slot,
+                                         BLOCK_SIZE, HEAD_DIM, BLOCK_N)
+            k = tl.load(k_cache_ptr + kv_offs)
+            v = tl.load(v_cache_ptr + kv_offs)
+            acc, m_i, l_i = _full_tile_step(q, k, v, acc, m_i, l_i, qk_scale, DOT_PRECISION)
     for start in range(mid, hi, BLOCK_N):
         acc, m_i, l_i = _masked_tile_step(
             q, acc, m_i, l_i, start, hi, query_pos, k_cache_ptr, v_cache_ptr, bt_row_ptr, kv_head_off,
@@ -609,6 +619,7 @@ def paged_attention_prefill_split(
         BLOCK_N=cfg.block_n,
         SPLIT_K=num_splits > 1,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        PREFETCH=cfg.prefetch,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )

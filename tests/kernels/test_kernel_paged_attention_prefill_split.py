@@ -82,7 +82,10 @@ def test_split_graph_bounds(poison_empty):
 
 
 @pytest.mark.parametrize(
-    "config", [PrefillConfig(16, 16, 4, 1), PrefillConfig(32, 32, 4, 2), PrefillConfig(128, 64, 8, 3)]
+    "config",
+    [PrefillConfig(16, 16, 4, 1), PrefillConfig(32, 32, 4, 2), PrefillConfig(128, 64, 8, 3),
+     PrefillConfig(32, 32, 4, 3, prefetch=False), PrefillConfig(64, 16, 4, 2, prefetch=False)],
+    ids=lambda c: f"bm{c.block_m}-bn{c.block_n}-{'prefetch' if c.prefetch else 'pipelined'}",
 )
 def test_split_tile_sizes(config, poison_empty):
     kv, q, cu, max_q_len = _split_case([(45, 260), (3, 3), (20, 97)], 16, 2, 4, 64, torch.float32)
