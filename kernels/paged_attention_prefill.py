@@ -438,9 +438,9 @@ def _prefill_split_kernel(
     mid = lo + tl.maximum(tl.minimum(hi, ctx_len + tok_start + 1) - lo, 0) // BLOCK_N * BLOCK_N
     if PREFETCH and mid > lo:
         # Software-pipelined by hand: the next tile's K/V loads are issued before this tile's dots,
-        # so their latency hides behind the compute (Triton's own pipeliner does not overlap this
-        # gathered load here: 2.5 us per 64-key tile on an H200). The last iteration reloads its own
-        # tile, an L2 hit, instead of branching.
+        # so their latency hides behind the compute (faster on an H200 than Triton's pipeliner, the
+        # branch below; see prefill_split_config). The last iteration reloads its own tile, an L2
+        # hit, instead of branching.
         kv_offs = _full_tile_offsets(bt_row_ptr, lo, kv_head_off, stride_cache_block, stride_cache_slot,
                                      BLOCK_SIZE, HEAD_DIM, BLOCK_N)
         k = tl.load(k_cache_ptr + kv_offs)

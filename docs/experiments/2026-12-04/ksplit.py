@@ -5,39 +5,14 @@ projection of the 8B shape, F.linear (as the model runs it: cuBLASLt preferred, 
 column-major) against torch.bmm over S slices of K, timed as CUDA-graph replays over 8 weight sets
 (nothing from L2). Prints µs, TB/s of weight read, and the partial sums' error against F.linear.
 """
-import statistics
+import os
+import sys
 
 import torch
 
-
-def graph_time_us(fn, calls, replays=20):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for i in range(calls):
-            fn(i)
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(calls):
-            fn(i)
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(times)
-
-
-def rel(a, b):
-    return ((a.float() - b.float()).norm() / b.float().norm()).item()
+# The graph timer and error measure of the 2026-12-03 microbenchmarks (as blas.py there uses them).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-03"))
+from micro import graph_time_us, rel  # noqa: E402
 
 
 def main():
