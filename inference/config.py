@@ -26,6 +26,8 @@ class EngineConfig:
     enforce_eager: no CUDA graphs.
     prefill_graphs: on CUDA, also capture single-sequence prefills of up to 128 new tokens (a chat
         turn after a cached prefix) as CUDA graphs.
+    tune_gemms: on CUDA with graphs, time cuBLASLt's candidate algorithms for every projection at
+        every captured row count before capture, and keep the fastest (inference/gemm_tuner.py).
     async_scheduling: on CUDA, overlap the host's work on decode step N+1 with the GPU's on step N
         (greedy decode batches only; one rank only: with tensor_parallel_size > 1 it is not used).
         Both were checked against the eager engine on the H200 (fp32: identical greedy tokens,
@@ -52,6 +54,7 @@ class EngineConfig:
     enforce_eager: bool = False
     async_scheduling: bool = True
     prefill_graphs: bool = True
+    tune_gemms: bool = True
     tensor_parallel_size: int = 1
     seed: int = 0
 

@@ -68,6 +68,11 @@ def stage_rows(host, out: SchedulerOutput, bs: int, block_size: int) -> int:
 
 
 class DecodeGraphs:
+    @staticmethod
+    def captured_sizes(config) -> list[int]:
+        """The batch sizes captured for an engine of `config`."""
+        return batch_size_ladder(min(config.max_num_seqs, 512))
+
     def __init__(self, runner: "ModelRunner", max_batch: int | None = None):
         self.runner = runner
         self.max_batch = min(max_batch or runner.config.max_num_seqs, 512)

@@ -83,9 +83,13 @@ class ModelRunner:
         self.kv_caches = [(self.kv_cache[i, 0], self.kv_cache[i, 1]) for i in range(args.num_layers)]
         self.max_blocks_per_seq = -(-max_model_len // self.block_size)
         self.graphs = self.prefill_graphs = None
+        self.gemm_choices = []
         if self.device.type == "cuda" and not config.enforce_eager:
             from .cuda_graphs import DecodeGraphs, PrefillGraphs
 
+            if config.tune_gemms:
+                self._tune_gemms(DecodeGraphs.captured_sizes(config) + (
+                    list(PrefillGraphs.SIZES) if config.prefill_graphs else []))
             self.graphs = DecodeGraphs(self)
             try:
                 if config.prefill_graphs:
@@ -119,6 +123,17 @@ class ModelRunner:
         if self.device.type == "cuda":
             store_projections_column_major(model)
         return model.eval().requires_grad_(False)
+
+    def _tune_gemms(self, row_counts: list[int]) -> None:
+        from .gemm_tuner import tune_model
+
+        try:
+            self.gemm_choices = tune_model(self.model, row_counts)
+        except Exception:  # noqa: BLE001 - an optimisation: without it, torch's picks run
+            log.exception("GEMM tuning failed; torch's cuBLAS choices stay")
+            for m in self.model.modules():
+                if hasattr(m, "tuned"):
+                    m.tuned.clear()
 
     def bytes_per_block(self) -> int:
         a = self.args

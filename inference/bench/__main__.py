@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--equality", action="store_true",
                     help="--gpu: first check that graphs/overlap give the eager engine's greedy tokens (fp32)")
     ap.add_argument("--skip-mixed", action="store_true", help="--gpu: skip the mixed-length and prefix runs")
+    ap.add_argument("--no-tune-gemms", action="store_true",
+                    help="--gpu --prefix: keep torch's cuBLAS picks (EngineConfig.tune_gemms=False), for A/B runs")
     ap.add_argument("--profile", action="store_true", help="--gpu: profile one pinned-prefix request")
     ap.add_argument("--trace", default=None, help="--gpu --profile: write the pinned request's chrome trace here")
     args = ap.parse_args(argv)

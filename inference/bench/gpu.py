@@ -138,11 +138,17 @@ def prefix_only(args) -> int:
     """`--gpu --prefix`: the pinned-prefix TTFT alone on the 8B shape (random weights, no HF peer)."""
     from transformers import LlamaConfig
 
+    from ..gemm_tuner import format_choices
+
     config = EngineConfig(model="bench", device="cuda", dtype="bfloat16", num_kv_blocks=8192, max_model_len=2304,
-                          max_num_seqs=8, max_num_batched_tokens=8192, prefill_graphs=True, async_scheduling=False)
+                          max_num_seqs=8, max_num_batched_tokens=8192, prefill_graphs=True, async_scheduling=False,
+                          tune_gemms=not args.no_tune_gemms)
     t0 = time.perf_counter()
     engine = LLMEngine(config, progress=False, model_args=ModelArgs.from_hf_config(LlamaConfig(**LLAMA3_8B)))
-    print(f"  engine ready in {time.perf_counter() - t0:.1f}s", flush=True)
+    print(f"  engine ready in {time.perf_counter() - t0:.1f}s; GEMM tuning "
+          f"{'off' if args.no_tune_gemms else 'on'}", flush=True)
+    if engine.runner.gemm_choices:
+        print(format_choices(engine.runner.gemm_choices), flush=True)
     repeats = max(args.repeats, 5)
     for seed in range(2):  # twice: the spread between the two is the run's noise
         result = run_prefix_bench(engine, 2000, 50, repeats, sync=sync, seed=seed)

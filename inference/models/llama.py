@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from .. import ops
+from .. import cublaslt, ops
 
 
 @dataclass
@@ -73,6 +73,23 @@ class ForwardContext(Protocol):
         attend q; returns [N, Hq, D]. (Rotary lives here so that it fuses with the cache write.)"""
 
 
+class Linear(nn.Linear):
+    """nn.Linear that runs the GEMM algorithm chosen for it by timing (inference/gemm_tuner.py) at the
+    row counts it was tuned for, and torch's F.linear at any other."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tuned: dict[int, tuple[cublaslt.Plan, object]] = {}  # rows -> (plan, cuBLASLt algorithm)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        choice = self.tuned.get(x.shape[0]) if self.tuned else None
+        if choice is not None:
+            plan, algo = choice
+            if cublaslt.Problem.of(x, self.weight) == plan.problem:
+                return plan.run(x, self.weight, algo)
+        return nn.functional.linear(x, self.weight, self.bias)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
         super().__init__()
@@ -91,11 +108,11 @@ class DecoderLayer(nn.Module):
         q_size, kv_size = args.num_heads * args.head_dim, args.num_kv_heads * args.head_dim
         self.qkv_split = [q_size, kv_size, kv_size]
         self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
-        self.qkv_proj = nn.Linear(args.hidden_size, q_size + 2 * kv_size, bias=args.qkv_bias)
-        self.o_proj = nn.Linear(q_size, args.hidden_size, bias=False)
+        self.qkv_proj = Linear(args.hidden_size, q_size + 2 * kv_size, bias=args.qkv_bias)
+        self.o_proj = Linear(q_size, args.hidden_size, bias=False)
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
-        self.gate_up_proj = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=False)
+        self.gate_up_proj = Linear(args.hidden_size, 2 * args.intermediate_size, bias=False)
+        self.down_proj = Linear(args.intermediate_size, args.hidden_size, bias=False)
 
     def forward(self, h: torch.Tensor, residual: torch.Tensor | None, positions: torch.Tensor,
                 ctx: ForwardContext) -> tuple[torch.Tensor, torch.Tensor]:
@@ -122,7 +139,7 @@ class LlamaForCausalLM(nn.Module):
         self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(args, i) for i in range(args.num_layers))
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
-        self.lm_head = None if args.tie_word_embeddings else nn.Linear(args.hidden_size, args.vocab_size,
+        self.lm_head = None if args.tie_word_embeddings else Linear(args.hidden_size, args.vocab_size,
                                                                        bias=False)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
@@ -135,5 +152,6 @@ class LlamaForCausalLM(nn.Module):
         return h
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return torch.nn.functional.linear(hidden, weight)
+        if self.lm_head is None:
+            return torch.nn.functional.linear(hidden, self.embed_tokens.weight)
+        return self.lm_head(hidden)
