@@ -38,7 +38,21 @@ class Choice:
     algo: dict | None  # the chosen candidate's config (cublaslt.describe), None: torch's pick
 
 
-def _graph_us(fn, calls: int, replays: int = 3) -> float:
+def replay_us(graph: torch.cuda.CUDAGraph, replays: int = 3) -> float:
+    """Median µs of one replay of a captured graph (after one replay to warm up)."""
+    graph.replay()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)
+
+
+def _graph_us(fn, calls: int) -> float:
     """Median µs per call of fn(0..calls-1) captured in one CUDA graph."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -50,16 +64,7 @@ def _graph_us(fn, calls: int, replays: int = 3) -> float:
             for i in range(calls):
                 fn(i)
     torch.cuda.current_stream().wait_stream(stream)
-    graph.replay()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(times)
+    return replay_us(graph) / calls
 
 
 def _same_product(y: torch.Tensor, ref: torch.Tensor) -> bool:

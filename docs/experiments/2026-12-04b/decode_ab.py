@@ -1,6 +1,5 @@
 """Decode steps of the 8B shape with the projections' GEMMs tuned (inference/gemm_tuner.py) vs torch's
 picks, in one process: GPU time of a decode graph replay per batch size, and an end-to-end B=128 run."""
-import statistics
 import sys
 import time
 
@@ -13,25 +12,10 @@ from inference.bench.workload import random_prompts, run_engine  # noqa: E402
 from inference.config import EngineConfig  # noqa: E402
 from inference.cuda_graphs import DecodeGraphs  # noqa: E402
 from inference.engine import LLMEngine  # noqa: E402
-from inference.gemm_tuner import format_choices  # noqa: E402
+from inference.gemm_tuner import format_choices, replay_us  # noqa: E402
 from inference.models import ModelArgs  # noqa: E402
 
 SIZES = (1, 16, 64, 128, 192, 256)
-
-
-def replay_us(graphs, bs, n=20):
-    g = graphs.graphs[bs]
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(n):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(times)
 
 
 config = EngineConfig(model="bench", device="cuda", dtype="bfloat16", num_kv_blocks=12288, max_model_len=2304,
@@ -52,7 +36,7 @@ for label in ("tuned", "torch"):
         engine.runner.graphs = None
         torch.cuda.empty_cache()
         engine.runner.graphs = DecodeGraphs(engine.runner)
-    times = {bs: replay_us(engine.runner.graphs, bs) for bs in SIZES}
+    times = {bs: replay_us(engine.runner.graphs.graphs[bs], 20) for bs in SIZES}
     run_engine(engine, "warmup", random_prompts(4, [512] * 4, vocab, seed=next(seeds)), [8] * 4, sync=sync)
     runs = [run_engine(engine, f"{label} B=128 512/128", random_prompts(128, [512] * 128, vocab, seed=next(seeds)),
                        [128] * 128, sync=sync) for _ in range(2)]
