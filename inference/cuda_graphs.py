@@ -68,14 +68,16 @@ def stage_rows(host, out: SchedulerOutput, bs: int, block_size: int) -> int:
 
 
 class DecodeGraphs:
+    MAX_BATCH = 512  # larger decode batches run eagerly
+
     @staticmethod
     def captured_sizes(config) -> list[int]:
         """The batch sizes captured for an engine of `config`."""
-        return batch_size_ladder(min(config.max_num_seqs, 512))
+        return batch_size_ladder(min(config.max_num_seqs, DecodeGraphs.MAX_BATCH))
 
     def __init__(self, runner: "ModelRunner", max_batch: int | None = None):
         self.runner = runner
-        self.max_batch = min(max_batch or runner.config.max_num_seqs, 512)
+        self.max_batch = min(max_batch or runner.config.max_num_seqs, self.MAX_BATCH)
         self.sizes = batch_size_ladder(self.max_batch)
         dev, n, width = runner.device, self.max_batch, runner.max_blocks_per_seq
         self.input_ids = torch.zeros(n, dtype=torch.int64, device=dev)
