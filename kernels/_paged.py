@@ -28,6 +28,23 @@ def paged_kv_tile_offsets(
 
 
 @triton.jit
+def split_key_range(seq_len, split, num_splits, BLOCK_N: tl.constexpr):
+    """Keys [lo, hi) of split `split` of a sequence's seq_len keys: its BLOCK_N-key tiles dealt out to
+    the num_splits ranges as evenly as whole tiles allow (the first ranges take one tile more); a range
+    past the last tile is empty (lo == hi). Rounding every range up to whole tiles instead leaves the
+    last ranges short or empty: 2,050 keys in 8 splits gave 7 ranges of 5 tiles and an empty one, so
+    an eighth of the programs idled while the SMs that held two busy ones set the pace (H200, a chat
+    turn's split prefill: 16.6 -> 15.4 us a layer). The decode kernel still rounds each range up: the
+    same change there is not yet measured on a GPU (docs/experiments/2026-12-04c/decode_ab.py)."""
+    num_tiles = tl.cdiv(seq_len, BLOCK_N)
+    base = num_tiles // num_splits
+    extra = num_tiles % num_splits
+    lo = (split * base + tl.minimum(split, extra)) * BLOCK_N
+    hi = tl.minimum(lo + (base + (split < extra).to(tl.int32)) * BLOCK_N, seq_len)
+    return tl.minimum(lo, seq_len), hi
+
+
+@triton.jit
 def merge_split_partials(
     part_acc_ptr,  # [rows, Hq, num_splits, D] fp32: unnormalised sum of p * v per split
     part_max_ptr,  # [rows, Hq, num_splits] fp32: the split's max log2-domain score (-inf: it saw no key)

@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_paged_attention_inputs, num_sms
-from kernels._paged import LOG2E, paged_kv_tile_offsets
+from kernels._paged import LOG2E, paged_kv_tile_offsets, split_key_range
 
 
 @dataclass(frozen=True)
@@ -414,13 +414,12 @@ def _prefill_split_kernel(
     seq_len = tl.load(seq_lens_ptr + seq)
     ctx_len = seq_len - q_len  # keys already cached before this step's first query
 
-    # The sequence's keys are cut into num_splits equal BLOCK_N-aligned ranges from its actual length
+    # The sequence's keys are cut into num_splits ranges of whole tiles from its actual length
     # (num_splits is fixed on the host, e.g. at graph capture; the ranges follow seq_len at replay).
     # Causal: no row of this tile sees a key past ctx_len + tok_start + BLOCK_Q - 1.
-    keys_per_split = tl.cdiv(tl.cdiv(seq_len, num_splits), BLOCK_N) * BLOCK_N
-    lo = split * keys_per_split
+    lo, hi = split_key_range(seq_len, split, num_splits, BLOCK_N)
     kv_end = tl.minimum(seq_len, ctx_len + tok_start + BLOCK_Q)
-    hi = tl.minimum(lo + keys_per_split, kv_end)  # lo >= hi: empty range, only -inf maxima are written
+    hi = tl.minimum(hi, kv_end)  # lo >= hi: empty range, only -inf maxima are written
 
     offs_d = tl.arange(0, HEAD_DIM)
     q, q_rows, heads, mask_m, query_pos = _load_query_tile(
