@@ -1,7 +1,8 @@
 """Decode attention, the stop-19 kernel (`.scratch/baseline_decode.py`, carried) against the working
-tree's (split ranges of whole tiles dealt evenly: kernels._paged.split_key_range), at kernels.bench's
-decode shapes, one captured call each, with the split count chosen for the context and for 8,192 (a
-decode graph is captured for max_model_len and replayed at shorter contexts). µs, median of 3 passes.
+tree's once its ranges come from kernels._paged.split_key_range (not yet: see README), at
+kernels.bench's decode shapes, one captured call each, with the split count chosen for the context
+and for 8,192 (a decode graph is captured for max_model_len and replayed at shorter contexts). µs,
+median of 3 passes.
 
 Run: python docs/experiments/2026-12-04c/decode_ab.py
 """
