@@ -130,7 +130,7 @@ class AsyncLLM:
         """Stream a request's deltas. Leaving the loop early (or cancellation) aborts the request."""
         if params.n != 1:
             raise InvalidRequestError("streaming takes n=1; send n requests", field="n")
-        self.engine.validate(prompt_token_ids, params)
+        validated = self.engine.validate(prompt_token_ids, params)  # here, off the engine's loop
         self._check_alive()
         loop = asyncio.get_running_loop()
         deltas: asyncio.Queue[StreamDelta] = asyncio.Queue()
@@ -141,7 +141,7 @@ class AsyncLLM:
 
         def add() -> None:
             try:
-                self.engine.add_request(request_id, prompt_token_ids, params, tenant)
+                self.engine.add_request(request_id, prompt_token_ids, params, tenant, validated=validated)
                 self._sinks[request_id] = sink
                 added.set_result(True)
             except Exception as e:  # noqa: BLE001 - handed back to the caller

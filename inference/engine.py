@@ -123,10 +123,13 @@ class LLMEngine:
         return ids
 
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
-                    tenant: str | None = None, prompt: str | None = None) -> Sequence:
+                    tenant: str | None = None, prompt: str | None = None,
+                    validated: array | None = None) -> Sequence:
+        """Queue a request. `validated`: what validate(prompt_token_ids, params) returned, from a caller
+        that validated first (a server refuses bad input before it queues anything); not checked again."""
         if request_id in self.requests:
             raise InvalidRequestError(f"request id {request_id!r} is already running", field="request_id")
-        ids = self.validate(prompt_token_ids, params)
+        ids = validated if validated is not None else self.validate(prompt_token_ids, params)
         # Requests added since the last step sit in the waiting queue until it runs; those that the next
         # step admits into free sequence slots are not queued, so a burst is not refused for them.
         num_queued = self.scheduler.num_waiting - max(0, self.config.max_num_seqs - self.scheduler.num_running)

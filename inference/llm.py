@@ -67,17 +67,16 @@ class LLM:
     def _run(self, requests: list[tuple[str | None, list[int], SamplingParams]],
              tenant: str | None) -> list[RequestOutput]:
         engine = self.engine
-        for _, ids, params in requests:  # validate all before starting any
-            engine.validate(ids, params)
+        validated = [engine.validate(ids, params) for _, ids, params in requests]  # all before starting any
         started: list[tuple[str, list[str]]] = []
         try:
-            for text, ids, params in requests:
+            for (text, ids, params), checked in zip(requests, validated):
                 rid = f"offline-{next(_ids)}"
                 sub_ids = []
                 for i in range(params.n):
                     p = params if params.n == 1 else replace(
                         params, n=1, seed=None if params.seed is None else params.seed + i)
-                    engine.add_request(f"{rid}.{i}", ids, p, tenant, text)
+                    engine.add_request(f"{rid}.{i}", ids, p, tenant, text, validated=checked)
                     sub_ids.append(f"{rid}.{i}")
                 started.append((rid, sub_ids))
             finished: dict[str, list[StreamDelta]] = {}

@@ -67,6 +67,16 @@ async def test_bad_request_raises_before_streaming(engine):
         await collect(engine, "bad", [], SamplingParams())
 
 
+async def test_a_request_is_validated_once_before_it_is_queued(engine, monkeypatch):
+    """generate() refuses bad input in the caller's thread; the engine's loop then takes the prompt as
+    checked (a 2,000-token prompt's check is on its TTFT's critical path)."""
+    calls = []
+    real = engine.engine.validate
+    monkeypatch.setattr(engine.engine, "validate", lambda ids, params: calls.append(len(ids)) or real(ids, params))
+    deltas = await collect(engine, "once", list(range(30, 70)), SamplingParams(temperature=0, max_tokens=2))
+    assert calls == [40] and deltas[-1].finished and deltas[-1].num_prompt_tokens == 40
+
+
 def test_pin_then_requests_hit_and_unpin(engine):
     system = list(range(3000, 3048))  # 3 blocks of 16
     info = engine.pin_prefix("tenant:acme", system, tenant="acme")
