@@ -2,6 +2,9 @@
 
 Environment:
   DATABASE_URL      postgres://user:pass@host:5432/name (psycopg 3) or sqlite:///path; default var/pagoda.sqlite3
+  PAGODA_DB_POOL_SIZE  PostgreSQL only: keep up to this many connections per process in a pool (psycopg_pool)
+                    instead of opening one per database call; default 0 (no pool). See env.database_pool
+  PAGODA_DB_POOL_TIMEOUT_SECONDS  how long a call waits for a pooled connection before it fails (default 3)
   REDIS_URL         redis://host:6379/0 -> channels-redis layer and the /v1 API's shared rate-limit counters;
                     default the in-memory layer and per-process counters (one process)
   PAGODA_MODEL      engine model name (default smollm2-135m-instruct)
@@ -127,6 +130,12 @@ TEMPLATES = [
 DATABASES = {"default": env.parse_database_url(os.environ.get("DATABASE_URL"), VAR_DIR / "pagoda.sqlite3")}
 # Under ASGI every request may run in a different thread: persistent connections are not reused safely.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
+_DB_POOL = env.database_pool(os.environ.get("PAGODA_DB_POOL_SIZE"), os.environ.get("PAGODA_DB_POOL_TIMEOUT_SECONDS"))
+if _DB_POOL and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["OPTIONS"]["pool"] = _DB_POOL
+    # Checked when taken from the pool: a connection that died while it sat there (a restarted server,
+    # a terminated session) is replaced instead of failing the call that got it.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CHANNEL_LAYERS = env.channel_layers(os.environ.get("REDIS_URL"))

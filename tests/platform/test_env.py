@@ -23,6 +23,15 @@ def test_sqlite_url_and_bad_scheme():
         env.parse_database_url("mysql://x/y", Path("unused"))
 
 
+def test_database_pool_is_off_unless_sized():
+    assert env.database_pool(None, None) is None and env.database_pool("0", "9") is None
+    assert env.database_pool("8", None) == {"min_size": 0, "max_size": 8, "timeout": 3.0}
+    assert env.database_pool("2", "0.5")["timeout"] == 0.5
+    for size, timeout in [("-1", None), ("many", None), ("4", "0"), ("4", "soon"), ("4", "nan")]:
+        with pytest.raises(ValueError, match="PAGODA_DB_POOL"):
+            env.database_pool(size, timeout)
+
+
 def test_channel_layers_follow_redis_url():
     assert env.channel_layers(None)["default"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
     layer = env.channel_layers("redis://127.0.0.1:6379/1")["default"]

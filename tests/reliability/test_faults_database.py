@@ -8,6 +8,7 @@ holds no connection while it generates (the load run on PostgreSQL ran out of th
 Uses the PostgreSQL at PAGODA_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres,
 a role that may create roles and databases); skipped if none answers."""
 import asyncio
+import contextlib
 import os
 import time
 
@@ -46,13 +47,9 @@ class Outage:
             conn.execute(f'ALTER ROLE "{self.role}" LOGIN')
 
 
-@pytest.fixture(scope="module")
-def pg_server(tmp_path_factory, tiny_llama_path):
-    try:
-        _admin().close()
-    except Exception as exc:  # noqa: BLE001 - no server to test against
-        pytest.skip(f"no PostgreSQL at {ADMIN_URL}: {exc}")
-    name = f"pagoda_rel_outage_{os.getpid()}"
+@contextlib.contextmanager
+def _server_with_own_role(folder, model_path, name: str, extra_env: dict):
+    """A server logging in as a role (and into a database) of its own, dropped afterwards."""
     with _admin() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'DROP ROLE IF EXISTS "{name}"')
@@ -60,11 +57,10 @@ def pg_server(tmp_path_factory, tiny_llama_path):
         conn.execute(f'CREATE DATABASE "{name}" OWNER "{name}"')
     host = ADMIN_URL.split("@", 1)[1].split("/", 1)[0]
     try:
-        with rs.running_server(tmp_path_factory.mktemp("pg-server"), str(tiny_llama_path),
-                               engine_config={"num_kv_blocks": 256},
+        with rs.running_server(folder, str(model_path), engine_config={"num_kv_blocks": 256},
                                seed={"num_users": 1, "num_conversations": 6, "max_tokens": 6, "long_tokens": 60},
                                database_url=f"postgres://{name}@{host}/{name}",
-                               extra_env={"PAGODA_CHAT_STALE_REPLY_SECONDS": str(STALE_REPLY_S)}) as server:
+                               extra_env={"PAGODA_CHAT_STALE_REPLY_SECONDS": str(STALE_REPLY_S), **extra_env}) as server:
             server.role = name
             server.db = rs.live.LiveDb(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}")  # reads as the admin
             yield server
@@ -72,6 +68,35 @@ def pg_server(tmp_path_factory, tiny_llama_path):
         with _admin() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+def _require_postgres():
+    try:
+        _admin().close()
+    except Exception as exc:  # noqa: BLE001 - no server to test against
+        pytest.skip(f"no PostgreSQL at {ADMIN_URL}: {exc}")
+
+
+@pytest.fixture(scope="module")
+def pg_server(tmp_path_factory, tiny_llama_path):
+    _require_postgres()
+    with _server_with_own_role(tmp_path_factory.mktemp("pg-server"), tiny_llama_path,
+                               f"pagoda_rel_outage_{os.getpid()}", {}) as server:
+        yield server
+
+
+POOL_SIZE = 3
+POOL_TIMEOUT_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def pooled_server(tmp_path_factory, tiny_llama_path):
+    _require_postgres()
+    with _server_with_own_role(tmp_path_factory.mktemp("pg-pooled"), tiny_llama_path,
+                               f"pagoda_rel_pooled_{os.getpid()}",
+                               {"PAGODA_DB_POOL_SIZE": str(POOL_SIZE),
+                                "PAGODA_DB_POOL_TIMEOUT_SECONDS": str(POOL_TIMEOUT_S)}) as server:
+        yield server
 
 
 async def _api_calls(server):
@@ -214,3 +239,62 @@ def test_a_chat_reply_whose_save_failed_is_reported_and_not_left_pending(pg_serv
                      timeout=30)
     row = pg_server.db.row("SELECT status, error FROM tenants_message WHERE id = %s", (reply_id,))
     assert page.status_code == 200 and row["status"] == "error" and row["error"] in page.text, row
+
+
+def _sessions_opened(server) -> int:
+    """Sessions the server's role has opened in its database so far. Its open ones are ended first: a
+    session's count reaches the statistics for sure only once it exits (the pool replaces them)."""
+    with _admin() as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (server.role,))
+        for _ in range(50):
+            if not conn.execute("SELECT 1 FROM pg_stat_activity WHERE usename = %s", (server.role,)).fetchone():
+                break
+            time.sleep(0.05)
+        time.sleep(0.6)  # past PostgreSQL's minimum interval between statistics flushes
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        return conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = %s", (server.role,)).fetchone()[0]
+
+
+async def _calls(server, num: int):
+    async with api_client.client(2) as http:
+        return [await api_client.post(http, server, "chat/completions", {"model": "quick", "messages": CHAT}, "acme")
+                for _ in range(num)]
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["one-connection-per-call", "pooled"])
+def test_a_pooled_server_reuses_its_connections(pg_server, pooled_server, pooled):
+    """PAGODA_DB_POOL_SIZE: 20 API calls (each looks up its key and profile, and writes a usage row) and
+    a chat turn open at most the pool's size in sessions; without a pool, each call opens its own."""
+    server = pooled_server if pooled else pg_server
+    asyncio.run(_calls(server, 1))
+    before = _sessions_opened(server)
+    answers = asyncio.run(_calls(server, 20))
+    turn = asyncio.run(_chat(server, server.users[0]["conversations"][4]))
+    opened = _sessions_opened(server) - before
+    print(f"\n{'pooled' if pooled else 'unpooled'}: {opened} sessions for 20 API calls and a chat turn")
+    assert [a[0] for a in answers] == [200] * 20 and turn.end["type"] == "done"
+    if pooled:
+        assert 1 <= opened <= POOL_SIZE, f"{opened} sessions for 20 calls and a chat turn"
+    else:
+        assert opened >= 20, f"only {opened} sessions for 20 calls: is the count right?"
+
+
+def test_a_pooled_server_fails_cleanly_in_an_outage_and_recovers(pooled_server):
+    """Its pooled sessions die in the outage: calls get the same 503 (after the pool's timeout, not
+    hung), and once the role may log in again the pool makes new ones."""
+    asyncio.run(_calls(pooled_server, 2))
+    with Outage(pooled_server.role):
+        status, body, _, waited = asyncio.run(_calls(pooled_server, 1))[0]
+        print(f"\npooled, in an outage: {status} after {waited:.2f} s")
+        assert status == 503 and body["error"]["code"] == "database_unavailable", body
+        assert waited < POOL_TIMEOUT_S + 10, f"the call took {waited:.1f} s"
+    deadline = time.monotonic() + 30
+    while True:  # the pool retries its connections with a backoff: back within seconds, not at once
+        status = asyncio.run(_calls(pooled_server, 1))[0][0]
+        if status == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    print(f"pooled: serving again {time.monotonic() - deadline + 30:.1f} s after the outage")
+    assert status == 200
+    turn = asyncio.run(_chat(pooled_server, pooled_server.users[0]["conversations"][5]))
+    assert turn.end["type"] == "done" and turn.end["status"] == "complete"
