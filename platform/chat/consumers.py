@@ -132,7 +132,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         request_id = f"chat-{self.conversation_id}-{uuid.uuid4().hex[:16]}"
         try:
-            turn = await _db(services.begin_turn)(plan, request_id)
+            turn = await _db(services.begin_turn)(plan, request_id, settings.PAGODA_CHAT_STALE_REPLY_SECONDS)
         except Exception as exc:  # e.g. the conversation was deleted a moment ago; nothing was saved
             logger.exception("could not save the turn of conversation %s", self.conversation_id)
             await self._send(protocol.error_frame(to_chat_error(exc)))
@@ -179,7 +179,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """Store what the reply became (tried twice); False when it could not be, and its row stays pending.
 
         Shielded: a turn cancelled by a closing socket still stores what it has. A row left pending is
-        marked failed once it is stale (services.fail_stale_replies, when its conversation is next opened).
+        shown failed once it is stale, and stored so on the conversation's next turn (services.begin_turn).
         """
         return await asyncio.shield(self._save_with_retry(turn, stream, failure))
 

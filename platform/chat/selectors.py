@@ -6,6 +6,8 @@ reply to each user message.
 """
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db.models import Count, QuerySet
 
 from chat.errors import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, ChatAccessError
@@ -40,8 +42,24 @@ def visible_thread(messages: list[Message]) -> list[Message]:
     return thread
 
 
-def thread(conversation: Conversation) -> list[Message]:
-    return visible_thread(list(tenant_selectors.messages(conversation)))
+STALE_REPLY_ERROR = "This reply was lost before it could be saved. Regenerate it."
+
+
+def is_stale_reply(message: Message, cutoff: datetime) -> bool:
+    """A reply still pending although it was created before `cutoff`: nothing will save it any more."""
+    return (message.role == Message.Role.ASSISTANT and message.status == Message.Status.PENDING
+            and message.created_at < cutoff)
+
+
+def thread(conversation: Conversation, stale_cutoff: datetime | None = None) -> list[Message]:
+    """The visible thread. With `stale_cutoff`, a stale reply is shown failed, in these objects only:
+    a page view writes nothing (services.fail_stale_replies stores it, on the conversation's next turn)."""
+    messages = visible_thread(list(tenant_selectors.messages(conversation)))
+    if stale_cutoff is not None:
+        for m in messages:
+            if is_stale_reply(m, stale_cutoff):
+                m.status, m.error = Message.Status.ERROR, STALE_REPLY_ERROR
+    return messages
 
 
 def prompt_turns(thread_messages: list[Message]) -> list[dict]:

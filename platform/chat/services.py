@@ -7,7 +7,8 @@ through database_sync_to_async.
 
 Nothing is written before begin_turn, so a turn refused for bad input, a missing engine or a prompt
 too long for the context leaves no trace. A reply whose finish_turn never came (its save failed while
-the database was away, or its process died) stays pending until fail_stale_replies marks it failed.
+the database was away, or its process died) stays pending until it is stale: the page then shows it
+failed, and fail_stale_replies stores that (begin_turn calls it; so does `manage.py fail_stale_replies`).
 """
 from __future__ import annotations
 
@@ -80,9 +81,12 @@ def plan_turn(user, conversation_id: int, *, content: str | None, profile_name: 
 
 
 @transaction.atomic
-def begin_turn(plan: TurnPlan, request_id: str) -> Turn:
-    """Save the user message (titling a new conversation) and the pending reply, before generation."""
+def begin_turn(plan: TurnPlan, request_id: str, stale_reply_s: float | None = None) -> Turn:
+    """Save the user message (titling a new conversation) and the pending reply, before generation;
+    with `stale_reply_s`, first store as failed the conversation's replies pending for longer."""
     conversation = plan.conversation
+    if stale_reply_s is not None:
+        fail_stale_replies(stale_reply_s, conversation)
     user_message = None
     if plan.content is not None:
         user_message = tenant_services.add_user_message(conversation, plan.content)
@@ -116,20 +120,27 @@ def finish_turn(reply: Message, stream: ReplyStream, *, status: str | None = Non
     )
 
 
-STALE_REPLY_ERROR = "This reply was lost before it could be saved. Regenerate it."
+STALE_REPLY_ERROR = selectors.STALE_REPLY_ERROR
 
 
-def fail_stale_replies(conversation: Conversation, older_than_s: float) -> int:
-    """Mark the conversation's replies pending for longer than `older_than_s` as error; returns how many.
+def stale_cutoff(older_than_s: float):
+    """Replies created before this and still pending are stale (selectors.is_stale_reply)."""
+    return timezone.now() - timedelta(seconds=older_than_s)
+
+
+def fail_stale_replies(older_than_s: float, conversation: Conversation | None = None) -> int:
+    """Mark the replies pending for longer than `older_than_s` as error, in one conversation or (None) in
+    all; returns how many.
 
     No replica can tell whether another one still streams a pending reply, so only age decides: past
     the bound (PAGODA_CHAT_STALE_REPLY_SECONDS, longer than any reply takes) nothing will save it. A
     reply still streaming past it is saved over the error when it ends.
     """
-    cutoff = timezone.now() - timedelta(seconds=older_than_s)
-    return Message.objects.filter(
-        conversation=conversation, role=Message.Role.ASSISTANT, status=Message.Status.PENDING, created_at__lt=cutoff,
-    ).update(status=Message.Status.ERROR, error=STALE_REPLY_ERROR, completed_at=timezone.now())
+    stale = Message.objects.filter(role=Message.Role.ASSISTANT, status=Message.Status.PENDING,
+                                   created_at__lt=stale_cutoff(older_than_s))
+    if conversation is not None:
+        stale = stale.filter(conversation=conversation)
+    return stale.update(status=Message.Status.ERROR, error=STALE_REPLY_ERROR, completed_at=timezone.now())
 
 
 def new_conversation(user, tenant) -> Conversation:

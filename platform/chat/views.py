@@ -16,6 +16,7 @@ from tenants.models import Conversation
 
 
 def _page(request, tenants, conversations, conversation: Conversation | None):
+    stale_cutoff = services.stale_cutoff(settings.PAGODA_CHAT_STALE_REPLY_SECONDS)  # such replies shown failed
     tenant = conversation.tenant if conversation is not None else None
     profiles = list(tenant_selectors.profiles(tenant)) if tenant is not None else []
     selected = conversation.profile if conversation is not None and conversation.profile in profiles else None
@@ -24,7 +25,7 @@ def _page(request, tenants, conversations, conversation: Conversation | None):
         "tenants": tenants,
         "conversations": conversations,
         "conversation": conversation,
-        "thread": selectors.thread(conversation) if conversation is not None else [],
+        "thread": selectors.thread(conversation, stale_cutoff) if conversation is not None else [],
         "profiles": profiles,
         "selected_profile": selected,
         "show_tenant": len(tenants) > 1,
@@ -55,7 +56,6 @@ def conversation(request, conversation_id: int):
     found = tenant_selectors.conversation_for_user(request.user, conversation_id)
     if found is None:
         raise Http404("No such conversation")
-    services.fail_stale_replies(found, settings.PAGODA_CHAT_STALE_REPLY_SECONDS)  # shown failed, not "Incomplete"
     tenants = list(tenant_selectors.tenants_for_user(request.user))
     return _page(request, tenants, selectors.sidebar(request.user, tenants), found)
 

@@ -28,7 +28,8 @@ Environment:
   PAGODA_CHAT_MAX_MESSAGE_CHARS  longest chat message an employee may send, in characters (default 8000)
   PAGODA_CHAT_ENGINE_WAIT_SECONDS  how long a chat turn waits for an engine that is still loading (default 30)
   PAGODA_CHAT_STALE_REPLY_SECONDS  a chat reply still pending after this long was lost (its save failed, its
-                    process died) and is shown failed when its conversation is opened (default 3600)
+                    process died): shown failed, and stored so on its conversation's next turn or by
+                    `manage.py fail_stale_replies` (default 3600)
   PAGODA_REPLICA    this replica's name, sent as the X-Pagoda-Replica response header (default: none)
   PAGODA_BEHIND_HTTPS_PROXY  true: a TLS-terminating proxy in front sets X-Forwarded-Proto; trust it,
                     send session / CSRF cookies as Secure, redirect HTTP to HTTPS and send HSTS (default false)

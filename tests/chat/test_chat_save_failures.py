@@ -1,9 +1,11 @@
 """A reply whose final save fails, on every path that ends a reply (an answer, regenerate, stop, a
 closed socket), and a socket that is gone mid-send; against the real engine. The database going
 away for real (PostgreSQL) is tests/reliability/test_faults_database.py."""
+import io
 from datetime import timedelta
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import OperationalError
 from django.test import Client
 
@@ -103,9 +105,12 @@ async def test_a_reply_that_cannot_be_saved_ends_with_an_error_frame_then_is_fai
     assert (await _reply(reply.pk)).status == Message.Status.PENDING
     settings.PAGODA_CHAT_STALE_REPLY_SECONDS = 0
     page = await _open_page(member, conversation.pk)
+    assert chat_services.STALE_REPLY_ERROR in page  # shown failed, no longer "Incomplete"
+    assert (await _reply(reply.pk)).status == Message.Status.PENDING  # a page view writes nothing
+    async with chat_socket(conversation.pk, key) as (communicator, _):
+        assert (await _answer(communicator))[-1]["type"] == "done"  # the next turn stores it failed
     reply = await _reply(reply.pk)
     assert reply.status == Message.Status.ERROR and reply.error == chat_services.STALE_REPLY_ERROR
-    assert chat_services.STALE_REPLY_ERROR in page  # shown failed, no longer "Incomplete"
 
 
 async def test_a_closed_socket_whose_save_fails_leaves_the_reply_to_the_sweep(engine, conversation, member,
@@ -118,7 +123,11 @@ async def test_a_closed_socket_whose_save_fails_leaves_the_reply_to_the_sweep(en
     assert await wait_for(lambda: calls["n"] == 2, timeout=10)  # the consumer tried twice while closing
     assert (await _reply(start["message_id"])).status == Message.Status.PENDING
     settings.PAGODA_CHAT_STALE_REPLY_SECONDS = 0
-    await _open_page(member, conversation.pk)
+    assert chat_services.STALE_REPLY_ERROR in await _open_page(member, conversation.pk)
+    assert (await _reply(start["message_id"])).status == Message.Status.PENDING
+    out = io.StringIO()
+    await db(call_command)("fail_stale_replies", stdout=out)  # its default bound: the setting, now 0 s
+    assert out.getvalue().strip() == "1 stale reply marked failed"
     assert (await _reply(start["message_id"])).status == Message.Status.ERROR
 
 
@@ -155,10 +164,14 @@ def test_only_stale_pending_replies_are_failed(tenant, member, conversation):
     elsewhere = services.create_pending_reply(other, profile=None, system_prompt=None)
     Message.objects.filter(pk__in=[old.pk, done.pk, elsewhere.pk]).update(
         created_at=old.created_at - timedelta(hours=2))
-    assert chat_services.fail_stale_replies(conversation, 3600) == 1
+    assert chat_services.fail_stale_replies(3600, conversation) == 1
     status = dict(Message.objects.values_list("pk", "status"))
     assert status[old.pk] == Message.Status.ERROR and status[young.pk] == Message.Status.PENDING
     assert status[done.pk] == Message.Status.COMPLETE and status[elsewhere.pk] == Message.Status.PENDING
+    assert chat_services.fail_stale_replies(3600) == 1  # every conversation: the other one's
+    assert Message.objects.get(pk=elsewhere.pk).status == Message.Status.ERROR
+    with pytest.raises(CommandError, match="older-than"):
+        call_command("fail_stale_replies", "--older-than", "-1")
     # A reply that was only slow, not lost, is saved over the error when it ends.
     old.refresh_from_db()
     services.finish_reply(old, content="Late", status=Message.Status.COMPLETE)

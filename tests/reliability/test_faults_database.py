@@ -2,7 +2,7 @@
 test takes that role's access away (ALTER ROLE ... NOLOGIN, its sessions terminated), then gives it
 back. Requests meanwhile get clean errors (503 JSON on /v1, Django's plain 500 page elsewhere, a
 refused socket), nothing half-written is left behind, and the server serves again once it is back.
-A chat reply whose save failed is reported as such and marked failed once stale; and a /v1 stream
+A chat reply whose save failed is reported as such, and shown (then stored) failed once stale; and a /v1 stream
 holds no connection while it generates (the load run on PostgreSQL ran out of them).
 
 Uses the PostgreSQL at PAGODA_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres,
@@ -232,13 +232,17 @@ def test_a_chat_reply_whose_save_failed_is_reported_and_not_left_pending(pg_serv
     # Never "done": the save and its retry both failed, and the page marks the reply failed.
     assert end["type"] == "error" and end["code"] == "reply_not_saved" and end["message_id"] == reply_id, end
     assert pg_server.db.row("SELECT status FROM tenants_message WHERE id = %s", (reply_id,))["status"] == "pending"
-    # Once stale, opening the conversation marks it failed (nothing is left that could still save it).
+    # Once stale, the page shows it failed (nothing is left that could still save it); the
+    # conversation's next turn stores that.
     time.sleep(STALE_REPLY_S + 0.5)
     user = pg_server.users[0]
     page = httpx.get(f"{pg_server.url}/chat/{user['conversations'][3]}/", cookies={"sessionid": user["session"]},
                      timeout=30)
+    assert page.status_code == 200 and "This reply was lost before it could be saved" in page.text
+    turn = asyncio.run(_chat(pg_server, user["conversations"][3]))
+    assert turn.end["type"] == "done", turn.end
     row = pg_server.db.row("SELECT status, error FROM tenants_message WHERE id = %s", (reply_id,))
-    assert page.status_code == 200 and row["status"] == "error" and row["error"] in page.text, row
+    assert row["status"] == "error" and row["error"] in page.text, row
 
 
 def _sessions_opened(server) -> int:
