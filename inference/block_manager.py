@@ -65,18 +65,20 @@ class BlockManager:
         self.enable_caching = self.pool.enable_caching = enabled
 
     # -- hashing ------------------------------------------------------------------------------
-    def _extend_hashes(self, seq: Sequence, num_tokens: int) -> None:
-        """Make sure seq.block_hashes covers every full block among its first `num_tokens` tokens."""
+    def _extend_hashes(self, seq: Sequence, num_tokens: int) -> Pin | None:
+        """Make sure seq.block_hashes covers every full block among its first `num_tokens` tokens.
+        Returns the pin whose hashes the sequence's start took, if it took one's."""
         bs = self.block_size
         hashes = seq.block_hashes
         have, want = len(hashes), num_tokens // bs
         if want <= have:
-            return
+            return None
         # One conversion of the missing blocks' tokens, then a hash per block of bytes: a 2,000-token
         # prompt is hashed on the critical path of its TTFT.
         data = seq.token_bytes(have * bs, want * bs)
         width = bs * _TOKEN_BYTES
         done = 0
+        pin = None
         if not hashes:
             # A prompt that starts with one of its tenant's pinned prompts (a chat turn after the
             # system prompt) takes that pin's hashes: one byte comparison instead of ~125 hashes. They
@@ -89,6 +91,7 @@ class BlockManager:
         for start in range(done, len(data), width):
             parent = hash_block(parent, data[start:start + width])
             hashes.append(parent)
+        return pin
 
     def _longest_pin_prefix(self, tenant: str | None, data: bytes) -> Pin | None:
         best = None
@@ -117,9 +120,11 @@ class BlockManager:
         if not self.enable_caching:
             return 0
         max_blocks = (seq.num_tokens - 1) // self.block_size
-        self._extend_hashes(seq, max_blocks * self.block_size)
-        hit_ids = []
-        for h in seq.block_hashes[:max_blocks]:
+        pin = self._extend_hashes(seq, max_blocks * self.block_size)
+        # A pin's blocks are the ones the cache names for its hashes, and are never evicted (see pin()):
+        # a chat turn after its tenant's system prompt looks up only the blocks past it.
+        hit_ids = pin.block_ids[:max_blocks] if pin is not None else []
+        for h in seq.block_hashes[len(hit_ids):max_blocks]:
             block_id = self.pool.lookup(h)
             if block_id is None:
                 break
@@ -183,6 +188,11 @@ class BlockManager:
         num_full = seq.num_prompt_tokens // self.block_size
         self.commit(seq)
         block_ids = seq.block_table[:num_full]
+        if self.enable_caching:
+            # Where another sequence computed the same block in the same step and was committed first,
+            # the cache names its block, not this one: pin that one, which later requests will hit.
+            # (This sequence's copy, unnamed, goes back first in the free queue when it ends.)
+            block_ids = [self.pool.lookup(h) for h in seq.block_hashes[:num_full]]
         self.pool.touch(block_ids)
         for b in block_ids:
             self._pinned_refs[b] += 1

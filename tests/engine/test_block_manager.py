@@ -121,6 +121,60 @@ def test_pinned_blocks_survive_a_flood_and_unpin_releases_them():
     assert bm.pool.num_free == 20
 
 
+def test_a_pin_computed_beside_a_twin_still_survives_a_flood():
+    """The pin's prompt and a chat with the same prefix are computed in the same step, and the chat's
+    blocks are committed first: the cache names its blocks, not the pin's. The pin must hold the blocks
+    a later request hits, or a flood that evicts the chat's (unpinned) blocks loses the prefix."""
+    bm = BlockManager(num_blocks=24, block_size=BS, max_pinned_blocks=4)
+    system = list(range(500, 508))  # 2 blocks
+    pin_seq, twin = make_seq(system), make_seq(system + [1, 2])
+    for s in (pin_seq, twin):  # both allocated before either is committed: neither hits the other
+        assert bm.take_cached_prefix(s) == 0 and bm.allocate(s, s.num_tokens)
+        s.num_computed_tokens = s.num_tokens
+    bm.commit(twin)
+    pin = bm.pin("tenant:t", pin_seq)
+    assert pin.block_ids == twin.block_table[:2] != pin_seq.block_table[:2]  # the blocks the cache names
+    bm.free(pin_seq)
+    bm.free(twin)
+    probe = make_seq(system + [3])
+    assert bm.take_cached_prefix(probe) == 8 and probe.block_table == pin.block_ids  # the pinned blocks
+    bm.free(probe)
+    for i in range(10):  # unrelated prompts cycle through every unpinned block
+        s = make_seq(range(1000 + 20 * i, 1000 + 20 * i + 16))
+        compute_all(bm, s)
+        bm.free(s)
+    probe = make_seq(system + [3])
+    assert bm.take_cached_prefix(probe) == 8 and probe.block_table == pin.block_ids
+    bm.free(probe)
+    assert bm.unpin("tenant:t") and bm.pool.num_free == 24
+    assert len(bm.pool.cached) == len(set(bm.pool.cached.values()))  # one block per hash
+
+
+def test_a_prompt_after_a_pin_takes_its_blocks_and_looks_up_only_the_rest(monkeypatch):
+    bm = BlockManager(num_blocks=20, block_size=BS, max_pinned_blocks=4)
+    system = list(range(500, 512))  # 3 blocks
+    pin_seq = make_seq(system)
+    compute_all(bm, pin_seq)
+    pin = bm.pin("p", pin_seq)
+    bm.free(pin_seq)
+    longer = make_seq(system + [7, 8, 9, 10, 11])  # one more full block, then its last token
+    compute_all(bm, longer)
+    question_block = longer.block_table[3]
+    bm.free(longer)
+    lookups = []
+    real_lookup = bm.pool.lookup
+    monkeypatch.setattr(bm.pool, "lookup", lambda h: lookups.append(h) or real_lookup(h))
+    seq = make_seq(system + [7, 8, 9, 10, 11, 12])
+    assert bm.take_cached_prefix(seq) == 16
+    assert seq.block_table == pin.block_ids + [question_block] and len(lookups) == 1
+    same = make_seq(system)  # exactly the pinned prompt: its last block is computed again
+    assert bm.take_cached_prefix(same) == 8 and same.block_table == pin.block_ids[:2]
+    assert [bm.pool.ref_cnt[b] for b in pin.block_ids] == [3, 3, 2]  # the pin, seq, same
+    bm.free(seq)
+    bm.free(same)
+    assert bm.unpin("p") and bm.pool.num_free == 20
+
+
 def test_prompt_after_a_pin_reuses_its_hashes_and_gets_the_chained_ones(monkeypatch):
     """A prompt that starts with a pinned prompt takes the pin's block hashes instead of hashing those
     blocks again; they equal the hashes an unpinned manager computes, and its own blocks after the
