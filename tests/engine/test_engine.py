@@ -99,6 +99,33 @@ def test_outputs_are_identical_with_and_without_prefix_caching(tiny_llama_path):
     assert uncached.engine.block_manager.num_hit_tokens == 0
 
 
+def test_a_pin_computed_beside_a_chat_with_its_prompt_survives_a_flood(tiny_llama_path):
+    """The platform pins a tenant's new system prompt while an employee's chat with that prompt is
+    already queued: both compute the same blocks in one step, the chat's committed first."""
+    engine = LLM(model=str(tiny_llama_path), progress=False, device="cpu", num_kv_blocks=48).engine
+    system = list(range(300, 364))  # 4 blocks
+    two = SamplingParams(temperature=0, max_tokens=2, ignore_eos=True)
+    engine.trace = []
+    engine.add_request("chat", system + [5, 6, 7], two, "t")
+    pins = []
+    engine.add_pin("sys", system, "t", pins.append)
+    while engine.has_unfinished():
+        engine.step()
+    assert engine.trace[0].scheduled == [("chat", 67), (engine.trace[0].scheduled[1][0], 64)]  # one step
+    assert pins[0].num_tokens == 64
+    evictions = engine.block_manager.pool.num_evictions
+    for i in range(30):  # unrelated prompts of the same tenant cycle through every unpinned block
+        engine.add_request(f"flood{i}", list(range(1000 + 90 * i, 1080 + 90 * i)), two, "t")
+        while engine.has_unfinished():
+            engine.step()
+    assert engine.block_manager.pool.num_evictions - evictions >= 48 - 4
+    engine.add_request("later", system + [8, 9], two, "t")
+    cached = []
+    while engine.has_unfinished():
+        cached += [d.num_cached_tokens for d in engine.step()]
+    assert cached[-1] == 64
+
+
 def test_tenants_do_not_share_cached_blocks(tiny):
     engine = tiny.engine
     system = list(range(4000, 4000 + 48))
