@@ -34,7 +34,8 @@ def split_key_range(seq_len, split, num_splits, BLOCK_N: tl.constexpr):
     past the last tile is empty (lo == hi). Rounding every range up to whole tiles instead leaves the
     last ranges short or empty: 2,050 keys in 8 splits gave 7 ranges of 5 tiles and an empty one, so
     an eighth of the programs idled while the SMs that held two busy ones set the pace (H200, a chat
-    turn's split prefill: 16.6 -> 15.4 us a layer). The decode kernel takes its ranges from here too."""
+    turn's split prefill: 16.6 -> 15.4 us a layer). The decode kernel still rounds each range up: the
+    same change there is not yet measured on a GPU (docs/experiments/2026-12-04c/decode_ab.py)."""
     num_tiles = tl.cdiv(seq_len, BLOCK_N)
     base = num_tiles // num_splits
     extra = num_tiles % num_splits

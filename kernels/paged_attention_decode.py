@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_paged_attention_inputs, num_sms
-from kernels._paged import LOG2E, merge_split_partials, paged_kv_tile_offsets, split_key_range
+from kernels._paged import LOG2E, merge_split_partials, paged_kv_tile_offsets
 
 MAX_SPLITS = 64
 MIN_KEYS_PER_SPLIT = 128  # below this the merge costs more than the extra parallelism gains
@@ -87,10 +87,12 @@ def _decode_split_kernel(
     split = tl.program_id(2)
     seq64 = seq.to(tl.int64)
 
-    # A sequence's BLOCK_N-key tiles are dealt out evenly to the splits; a split with no tile is
+    # Every sequence is cut into num_splits equal, BLOCK_N-aligned ranges; a split past the end is
     # empty (seq_len == 0 padding rows: all splits), and then touches neither block table nor cache.
     seq_len = tl.load(seq_lens_ptr + seq)
-    lo, hi = split_key_range(seq_len, split, num_splits, BLOCK_N)
+    keys_per_split = tl.cdiv(tl.cdiv(seq_len, num_splits), BLOCK_N) * BLOCK_N
+    lo = split * keys_per_split
+    hi = tl.minimum(lo + keys_per_split, seq_len)
 
     offs_g = tl.arange(0, BLOCK_G)
     offs_d = tl.arange(0, HEAD_DIM)
