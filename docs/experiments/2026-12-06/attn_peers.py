@@ -12,7 +12,10 @@ what others reach on the same problem:
   mask where the backend takes it, else no mask (timing only: the diagonal is 50 x 50 of 2,050).
 - `dense tma` / `dense ptr`: our split kernel's loop on dense K/V [L, Hkv, D], the K/V tiles
   brought by TMA descriptors (`tl.range` pipelined, `STAGES`) or by plain pointer loads through
-  Triton's pipeliner: what the paging indirection and the hand prefetch into registers cost.
+  Triton's pipeliner: what the paging indirection and the hand prefetch into registers cost. One of
+  them also timed as its split loop alone and its merge alone: the merge kernel's share.
+- `ours, N new tokens`: the engine's kernel at 16 .. 64 new tokens in the same 64-row graph shape
+  (timing only): how the cost follows the query tiles (16 tokens x 4 heads a tile).
 
 All timed as CUDA-graph replays of 32 calls over 32 layers' K/V (nothing served from L2 across
 layers), median of `triton.testing.do_bench`; each variant is checked against the fp32 reference.
@@ -96,35 +99,57 @@ def _dense_split_kernel(
     tl.store(part_acc_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=live[:, None])
 
 
-def dense_split(q, k, v, q_len, splits, block_n, use_tma, stages, out, num_warps=4):
-    """q [rows, Hq, D]; k, v [L, Hkv, D] contiguous (all L keys are the sequence's); out [rows, Hq, D]."""
-    rows, hq, d = q.shape
-    seq_len, hkv = k.shape[0], k.shape[1]
-    gqa_pad = triton.next_power_of_2(hq // hkv)
-    block_m = 64
-    num_q_tiles = triton.cdiv(rows, block_m // gqa_pad)
-    part_acc = torch.empty(rows, hq, splits, d, dtype=torch.float32, device=q.device)
-    part_max = torch.empty(rows, hq, splits, dtype=torch.float32, device=q.device)
-    part_sum = torch.empty_like(part_max)
-    k2, v2 = k.view(seq_len, hkv * d), v.view(seq_len, hkv * d)
-    k_desc = TensorDescriptor(k2, list(k2.shape), list(k2.stride()), [block_n, d])
-    v_desc = TensorDescriptor(v2, list(v2.shape), list(v2.stride()), [block_n, d])
-    _dense_split_kernel[(num_q_tiles * hkv * splits,)](
-        q, k_desc, v_desc, k, v, part_acc, part_max, part_sum,
-        (d ** -0.5) * LOG2E, q_len, seq_len, hq, hkv, splits, num_q_tiles,
-        q.stride(0), q.stride(1), k.stride(0),
-        GQA=hq // hkv, GQA_PAD=gqa_pad, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
-        USE_TMA=use_tma, STAGES=stages, DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        num_warps=num_warps, num_stages=stages,
-    )
-    cu = torch.tensor([0, q_len], dtype=torch.int32, device=q.device)
-    heads = min(pp.MERGE_HEADS, triton.next_power_of_2(hq))
-    pp._prefill_merge_kernel[(rows, triton.cdiv(hq, heads))](
-        part_acc, part_max, part_sum, cu, out, 1, hq, splits, out.stride(0), out.stride(1),
-        HEAD_DIM=d, BLOCK_S=triton.next_power_of_2(splits), HEADS=heads,
-        num_warps=8 if heads * triton.next_power_of_2(splits) * d > 4096 else 4,
-    )
-    return out
+class DenseSplit:
+    """Our split loop on dense K/V [L, Hkv, D] of every layer, with its partials and TMA descriptors
+    built once, outside any CUDA-graph capture (a capture may not copy host data to the device)."""
+
+    def __init__(self, case, splits, block_n, use_tma, stages, num_warps=4):
+        q = case.q
+        rows, hq, d = q.shape
+        self.case, self.splits, self.block_n = case, splits, block_n
+        self.use_tma, self.stages, self.num_warps = use_tma, stages, num_warps
+        self.part_acc = torch.empty(rows, hq, splits, d, dtype=torch.float32, device=q.device)
+        self.part_max = torch.empty(rows, hq, splits, dtype=torch.float32, device=q.device)
+        self.part_sum = torch.empty_like(self.part_max)
+        self.descs = []
+        for k, v in case.dense:
+            k2, v2 = k.view(k.shape[0], -1), v.view(v.shape[0], -1)
+            self.descs.append((TensorDescriptor(k2, list(k2.shape), list(k2.stride()), [block_n, d]),
+                               TensorDescriptor(v2, list(v2.shape), list(v2.stride()), [block_n, d])))
+
+    def __call__(self, layer, merge=True):
+        case, q, out = self.case, self.case.q, self.case.out
+        rows, hq, d = q.shape
+        k, v = case.dense[layer]
+        k_desc, v_desc = self.descs[layer]
+        seq_len, hkv = k.shape[0], k.shape[1]
+        gqa_pad = triton.next_power_of_2(hq // hkv)
+        block_m = 64
+        num_q_tiles = triton.cdiv(rows, block_m // gqa_pad)
+        _dense_split_kernel[(num_q_tiles * hkv * self.splits,)](
+            q, k_desc, v_desc, k, v, self.part_acc, self.part_max, self.part_sum,
+            (d ** -0.5) * LOG2E, case.new, seq_len, hq, hkv, self.splits, num_q_tiles,
+            q.stride(0), q.stride(1), k.stride(0),
+            GQA=hq // hkv, GQA_PAD=gqa_pad, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=self.block_n,
+            USE_TMA=self.use_tma, STAGES=self.stages,
+            DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+            num_warps=self.num_warps, num_stages=self.stages,
+        )
+        if merge:
+            self.merge(out)
+        return out
+
+    def merge(self, out):
+        q = self.case.q
+        rows, hq, d = q.shape
+        heads = min(pp.MERGE_HEADS, triton.next_power_of_2(hq))
+        block_s = triton.next_power_of_2(self.splits)
+        pp._prefill_merge_kernel[(rows, triton.cdiv(hq, heads))](
+            self.part_acc, self.part_max, self.part_sum, self.case.cu, out, 1, hq, self.splits,
+            out.stride(0), out.stride(1), HEAD_DIM=d, BLOCK_S=block_s, HEADS=heads,
+            num_warps=8 if heads * block_s * d > 4096 else 4,
+        )
+        return out
 
 
 class Case:
@@ -191,6 +216,17 @@ def variants(case, on_gpu):
     bt_seq = torch.arange(case.bt_random.shape[1], dtype=torch.int32, device=case.q.device).view(1, -1)
     v.append(("ours (engine default)", ours(case.bt_random)))
     if on_gpu:
+        # Work against the turn's length: a 64-row tile holds 16 tokens x 4 heads, so 50 tokens take
+        # four tiles and the fourth computes 64 rows for 8. Same keys before the new tokens, same graph shape.
+        for new in (16, 32, 48, 49, 64):
+            cu = torch.tensor([0, new], dtype=torch.int32, device=case.q.device)
+            lens = torch.tensor([case.seq_len - case.new + new], dtype=torch.int32, device=case.q.device)
+
+            def call(layer, cu=cu, lens=lens):
+                k, vv = case.paged[layer]
+                return pp.paged_attention_prefill_split(case.q, k, vv, case.bt_random, cu, lens, case.scale,
+                                                        case.rows, out=out, max_seq_len=8192)
+            v.append((f"  ours, {new} new tokens (timing only)", call))
         consecutive = []
         for k, vv in case.dense:  # the same keys at block ids 0, 1, 2, ...
             blocks = case.bt_random.shape[1]
@@ -209,12 +245,14 @@ def variants(case, on_gpu):
             for use_tma, stages in ((True, 2), (True, 3), (False, 2), (False, 3)):
                 if bn == 128 and stages == 3:
                     continue  # 2 x 3 x 32 KB of K/V tiles: past the shared memory
-                name = f"dense {'tma' if use_tma else 'ptr'} bn={bn} st={stages} s={splits}"
-
-                def call(layer, splits=splits, bn=bn, use_tma=use_tma, stages=stages):
-                    k, vv = case.dense[layer]
-                    return dense_split(case.q, k, vv, case.new, splits, bn, use_tma, stages, out)
-                v.append((name, call))
+                if not on_gpu and use_tma:
+                    continue  # the interpreter has no TMA
+                dense = DenseSplit(case, splits, bn, use_tma, stages)
+                v.append((f"dense {'tma' if use_tma else 'ptr'} bn={bn} st={stages} s={splits}", dense))
+                if splits == 8 and bn == 64 and use_tma and stages == 2:
+                    # The merge's share: the split loop alone, and the merge alone on its partials.
+                    v.append(("  same, split loop only", lambda layer, dense=dense: dense(layer, merge=False)))
+                    v.append(("  same, merge only", lambda layer, dense=dense: dense.merge(out)))
     if on_gpu:
         from torch.nn.attention import SDPBackend, sdpa_kernel
         from torch.nn.attention.bias import causal_lower_right
@@ -261,7 +299,8 @@ def main():
             out = call(0)
             if on_gpu:
                 torch.cuda.synchronize()
-            err = case.err(out)
+            timing_only = "split loop only" in name or "timing only" in name  # partials only, or another shape
+            err = math.nan if timing_only else case.err(out)
             if not on_gpu:
                 print(f"{name:>40} {err:9.2e}", flush=True)
                 assert err < 1e-4, name
