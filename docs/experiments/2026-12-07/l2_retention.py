@@ -5,8 +5,10 @@ report 50 and 60 MB of L2. One reading: data that every SM reads is held in both
 only about half the L2 is there for it. This script tests that reading on any GPU in a few seconds:
 
 - re-read bandwidth: read a buffer of S MB once (to fill L2), then time a second read, S = 4..96 MB;
-- the o-projection GEMM (64 rows x 4096 -> 4096, bf16, cuBLAS via F.linear) after a plain read of the
-  first fraction f of its weight, f = 0 .. 1, with L2 flushed before each trial.
+- the o, qkv and down GEMMs (1 and 64 rows, bf16, cuBLAS via F.linear) after a plain read of the
+  first fraction f of the weight, f = 0 .. 1, with L2 flushed before each trial. triton's do_bench
+  is not used: it flushes L2 itself, right before the timed call, so it cannot time a call after a
+  read-ahead.
 
     PYTHONPATH=. python docs/experiments/2026-12-07/l2_retention.py
 """
