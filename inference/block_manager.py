@@ -57,7 +57,7 @@ class BlockManager:
         self.num_hit_tokens = 0  # of which served from it
 
     def set_caching(self, enabled: bool) -> None:
-        """Turn prefix caching on or off between workloads (the A/B of `python -m inference.bench
+        """Turn prefix caching on or off between workloads (the A/B of `python -m benchmarks
         --prefix-overhead`). Only while no block is held (no request, no pin); the cache is emptied."""
         if self.pool.num_used:
             raise RuntimeError(f"{self.pool.num_used} blocks are held: switch caching only while idle")

@@ -31,7 +31,7 @@ class EngineConfig:
     async_scheduling: on CUDA, overlap the host's work on decode step N+1 with the GPU's on step N
         (greedy decode batches only; one rank only: with tensor_parallel_size > 1 it is not used).
         Both were checked against the eager engine on the H200 (fp32: identical greedy tokens,
-        `python -m inference.bench --gpu --only equality --equality`).
+        `python -m benchmarks --gpu --only equality --equality`).
     tensor_parallel_size: split the model over this many processes of one host (one GPU each, NCCL; on
         CPU, gloo), Megatron-style; it must divide the model's attention heads, KV heads and MLP width
         (checked when the model is known). See docs/TENSOR_PARALLEL.md.

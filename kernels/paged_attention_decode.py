@@ -23,7 +23,7 @@ PROGRAMS_PER_SM = 8  # enough programs that the last wave is short
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """Launch parameters of the split kernel (heuristic by default; kernels.bench sweeps them)."""
+    """Launch parameters of the split kernel (heuristic by default; benchmarks.kernels sweeps them)."""
 
     block_n: int  # keys per inner-loop iteration; spans several cache blocks
     num_warps: int

@@ -255,7 +255,7 @@ def prefill_split_config(head_dim: int, dtype: torch.dtype, gqa_pad: int, max_q_
     block_n = 32 if element_size * head_dim > 256 else 64  # fp32 D=128 or D=256: smaller K/V tiles
     # One stage: the kernel prefetches its next K/V tile into registers itself. Triton's pipeliner
     # instead (prefetch=False, cp.async through shared memory) measured slower on an H200: 18.8 (2
-    # stages) and 19.7 (3) against 16.5 us per layer with the merge (python -m kernels.bench --only prefix).
+    # stages) and 19.7 (3) against 16.5 us per layer with the merge (python -m benchmarks.kernels --only prefix).
     return PrefillConfig(block_m=block_m, block_n=block_n, num_warps=4, num_stages=1)
 
 

@@ -1,7 +1,7 @@
-"""`python -m inference.bench --prefix-overhead` on the tiny model: the A/B's bookkeeping, not its timings."""
+"""`python -m benchmarks --prefix-overhead` on the tiny model: the A/B's bookkeeping, not its timings."""
 from inference import LLM, SamplingParams
 from inference.block_manager import BlockManager
-from inference.bench.prefix_overhead import format_prefix_overhead, run_prefix_overhead
+from benchmarks.prefix_overhead import format_prefix_overhead, run_prefix_overhead
 
 
 def test_the_overhead_run_hits_nothing_times_the_cache_calls_and_leaves_the_engine_as_it_was(tiny_llama_path):

@@ -4,7 +4,7 @@ import torch
 from transformers import LlamaConfig
 
 from inference import cublaslt
-from inference.bench.gpu import SMOLLM2_135M
+from benchmarks.gpu import SMOLLM2_135M
 from inference.config import EngineConfig
 from inference.engine import LLMEngine
 from inference.gemm_tuner import projection_groups, tune_group

@@ -3,8 +3,8 @@ import pytest
 import torch
 from transformers import LlamaConfig
 
-from inference.bench.gpu import SMOLLM2_135M
-from inference.bench.prefix import pin_and_wait
+from benchmarks.gpu import SMOLLM2_135M
+from benchmarks.prefix import pin_and_wait
 from inference.config import EngineConfig
 from inference.engine import LLMEngine
 from inference.models import ModelArgs

@@ -1,4 +1,4 @@
-"""Microbenchmark of the attention kernels on a CUDA GPU: `python -m kernels.bench [--no-sweep]`.
+"""Microbenchmark of the attention kernels on a CUDA GPU: `python -m benchmarks.kernels [--no-sweep]`.
 
 1. Device copy bandwidth (bytes read + written by a 1 GiB device-to-device copy).
 2. paged_attention_decode at the Llama-3-8B shape (Hq=32, Hkv=8, D=128, bf16, block_size 16),
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
                         default=["decode", "prefill", "prefix"], help="sections to run (default: all)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        sys.exit("kernels.bench needs a CUDA GPU: torch.cuda.is_available() is False")
+        sys.exit("benchmarks.kernels needs a CUDA GPU: torch.cuda.is_available() is False")
     torch.manual_seed(0)
     start = time.perf_counter()
     props = torch.cuda.get_device_properties(0)

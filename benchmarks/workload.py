@@ -6,8 +6,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from ..engine import LLMEngine
-from ..sampling_params import SamplingParams
+from inference.engine import LLMEngine
+from inference.sampling_params import SamplingParams
 
 
 @dataclass

@@ -8,8 +8,8 @@ import statistics
 import tempfile
 import time
 
-from ..engine import LLMEngine
-from ..sampling_params import SamplingParams
+from inference.engine import LLMEngine
+from inference.sampling_params import SamplingParams
 
 
 def ttft(engine: LLMEngine, rid: str, prompt: list[int], tenant: str, sync=None) -> tuple[float, int]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from ..engine import LLMEngine
+from inference.engine import LLMEngine
 from .workload import random_prompts, run_engine
 
 # Where the block manager hashes, looks up, registers and evicts; with caching off, what is left of them.

@@ -1,4 +1,4 @@
-"""Do the GPU execution modes compute the same thing? `python -m inference.bench --gpu --equality`.
+"""Do the GPU execution modes compute the same thing? `python -m benchmarks --gpu --equality`.
 
 Greedy outputs of the eager engine (no CUDA graphs) are the reference; decode graphs, prefill graphs
 and overlapped decode must give the same tokens. In bf16 on random weights that comparison says
@@ -18,10 +18,10 @@ import random
 
 import torch
 
-from ..config import EngineConfig
-from ..engine import LLMEngine
-from ..models import ModelArgs
-from ..sampling_params import SamplingParams
+from inference.config import EngineConfig
+from inference.engine import LLMEngine
+from inference.models import ModelArgs
+from inference.sampling_params import SamplingParams
 from .prefix import pin_and_wait
 
 MODES = {

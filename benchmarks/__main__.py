@@ -1,4 +1,4 @@
-"""python -m inference.bench [--prefix | --prefix-overhead | --gpu] ...  (see inference/bench/__init__.py)"""
+"""python -m benchmarks [--prefix | --prefix-overhead | --gpu] ...  (see benchmarks/__init__.py)"""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ import torch
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m inference.bench")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks")
     ap.add_argument("--prefix", action="store_true",
                     help="TTFT of a long system prompt, cold vs pinned (with --gpu: that alone, on the 8B shape)")
     ap.add_argument("--prefix-overhead", action="store_true",
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="--gpu: profile one pinned-prefix request")
     ap.add_argument("--trace", default=None, help="--gpu --profile: write the pinned request's chrome trace here")
     args = ap.parse_args(argv)
-    print(f"# python -m inference.bench {' '.join(argv if argv is not None else sys.argv[1:])}")
+    print(f"# python -m benchmarks {' '.join(argv if argv is not None else sys.argv[1:])}")
     print(f"# torch {torch.__version__}, {platform.machine()}, {torch.get_num_threads()} threads, "
           f"cuda={torch.cuda.is_available()}")
     if args.gpu:
@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return gpu_main(args)
 
-    from ..config import EngineConfig
-    from ..engine import LLMEngine
+    from inference.config import EngineConfig
+    from inference.engine import LLMEngine
 
     if args.prefix:
         from .prefix import format_prefix, run_prefix_bench
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_hf:
         from transformers import AutoModelForCausalLM
 
-        from ..model_loader import resolve_model_path
+        from inference.model_loader import resolve_model_path
 
         dtype = engine.runner.dtype
         hf = AutoModelForCausalLM.from_pretrained(resolve_model_path(args.model), dtype=dtype).to(

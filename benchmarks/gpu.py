@@ -1,4 +1,4 @@
-"""The H200 suite: `python -m inference.bench --gpu [--quick] [--out results.json]`.
+"""The H200 suite: `python -m benchmarks --gpu [--quick] [--out results.json]`.
 
 One run, peer in the same process: a Llama-3-8B-shaped model with random bf16 weights built on the
 device (no download) is served by Pagoda and by Hugging Face transformers (`generate`, static batch,
@@ -20,9 +20,9 @@ import traceback
 
 import torch
 
-from ..config import EngineConfig
-from ..engine import LLMEngine
-from ..models import ModelArgs
+from inference.config import EngineConfig
+from inference.engine import LLMEngine
+from inference.models import ModelArgs
 from .hf_peer import hf_generate, hf_generate_batch
 from .prefix import format_prefix, profile_pinned_step, run_prefix_bench
 from .prefix_overhead import format_prefix_overhead, run_prefix_overhead
@@ -138,7 +138,7 @@ def prefix_only(args) -> int:
     """`--gpu --prefix`: the pinned-prefix TTFT alone on the 8B shape (random weights, no HF peer)."""
     from transformers import LlamaConfig
 
-    from ..gemm_tuner import format_choices
+    from inference.gemm_tuner import format_choices
 
     config = EngineConfig(model="bench", device="cuda", dtype="bfloat16", num_kv_blocks=8192, max_model_len=2304,
                           max_num_seqs=8, max_num_batched_tokens=8192, prefill_graphs=True, async_scheduling=False,
@@ -242,7 +242,7 @@ def main(args) -> int:
                 if peer is not None:
                     record(peer, floor_tok_s(b, 512 + 64, wbytes, kvt, bw))
             try:  # the same batches with the host's work overlapped with the GPU's (async scheduling)
-                from ..overlap import OverlappedDecode
+                from inference.overlap import OverlappedDecode
 
                 engine.overlap = OverlappedDecode(engine)
                 for b in batches:
