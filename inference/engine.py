@@ -48,6 +48,35 @@ class StepTrace:
     finished: list[str] = field(default_factory=list)
 
 
+def validate_request(prompt_token_ids: list[int], params: SamplingParams, vocab_size: int,
+                     max_model_len: int) -> array:
+    """Raise InvalidRequestError for a bad request; returns the prompt as an int64 array.
+
+    A frontend calls this before anything is queued (AsyncLLM, in the server's process), so the
+    engine core takes the array as checked.
+    """
+    if not prompt_token_ids:
+        raise InvalidRequestError("the prompt is empty", field="prompt")
+    # In C (a long prompt is checked on the critical path of its TTFT): array() takes ints only,
+    # and numpy's min/max over its buffer are ~10x faster than Python's over the list.
+    try:
+        ids = array("q", prompt_token_ids)
+    except (TypeError, OverflowError):
+        ok = False
+    else:
+        view = np.frombuffer(ids, dtype=np.int64)
+        ok = bool(view.min() >= 0 and view.max() < vocab_size)
+    if not ok:
+        raise InvalidRequestError(f"prompt token ids must be integers in [0, {vocab_size})", field="prompt")
+    if any(t >= vocab_size for t in params.stop_token_ids):
+        raise InvalidRequestError(f"stop_token_ids must be < {vocab_size}", field="stop_token_ids")
+    if len(prompt_token_ids) >= max_model_len:
+        raise PromptTooLongError(
+            f"the prompt has {len(prompt_token_ids)} tokens; the context holds {max_model_len} "
+            "(prompt plus at least one generated token)", field="prompt")
+    return ids
+
+
 class LLMEngine:
     def __init__(self, config: EngineConfig | None = None, progress: bool = True,
                  model_args: ModelArgs | None = None, tokenizer: Any = None, weights: dict | None = None):
@@ -100,27 +129,7 @@ class LLMEngine:
     # -- requests ------------------------------------------------------------------------------------
     def validate(self, prompt_token_ids: list[int], params: SamplingParams) -> array:
         """Raise InvalidRequestError for a bad request; returns the prompt as an int64 array."""
-        if not prompt_token_ids:
-            raise InvalidRequestError("the prompt is empty", field="prompt")
-        vocab = self.model_args.vocab_size
-        # In C (a long prompt is checked on the critical path of its TTFT): array() takes ints only,
-        # and numpy's min/max over its buffer are ~10x faster than Python's over the list.
-        try:
-            ids = array("q", prompt_token_ids)
-        except (TypeError, OverflowError):
-            ok = False
-        else:
-            view = np.frombuffer(ids, dtype=np.int64)
-            ok = bool(view.min() >= 0 and view.max() < vocab)
-        if not ok:
-            raise InvalidRequestError(f"prompt token ids must be integers in [0, {vocab})", field="prompt")
-        if any(t >= vocab for t in params.stop_token_ids):
-            raise InvalidRequestError(f"stop_token_ids must be < {vocab}", field="stop_token_ids")
-        if len(prompt_token_ids) >= self.max_model_len:
-            raise PromptTooLongError(
-                f"the prompt has {len(prompt_token_ids)} tokens; the context holds {self.max_model_len} "
-                "(prompt plus at least one generated token)", field="prompt")
-        return ids
+        return validate_request(prompt_token_ids, params, self.model_args.vocab_size, self.max_model_len)
 
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
                     tenant: str | None = None, prompt: str | None = None,

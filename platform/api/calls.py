@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from api import ratelimit
 from api.errors import ApiError
 from api.generation import EngineRun
+from observability.arrival import request_arrival
 from pagoda.db import db_call
 from tenants import services
 from tenants.models import ApiKey, SamplingProfile
@@ -37,7 +38,7 @@ class ApiCall:
     status_code: int = 200
     error_code: str = ""
     run: EngineRun | None = None
-    started_at: float = field(default_factory=time.monotonic)
+    started_at: float = field(default_factory=request_arrival)  # when the HTTP request reached the server
     handed_off: bool = False  # a streaming response owns the rest of the call (and its finish)
     _finished: bool = False
 

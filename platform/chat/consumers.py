@@ -21,7 +21,7 @@ import engine_runtime
 from chat import prompting, protocol, selectors, services
 from chat.errors import CLOSE_UNAUTHENTICATED, EXPECTED_ERRORS, ChatAccessError, ChatError, to_chat_error
 from chat.replies import ReplyStream
-from observability import track_request
+from observability import arrival, track_request
 from pagoda.db import db_call as _db  # each call gives its connection back at once
 from tenants.models import Message
 
@@ -86,6 +86,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._send(protocol.error_frame(ChatError("busy", "A reply is still being written; stop it first.")))
             return
         self.stop_requested = False
+        arrival.stamp()  # the turn's TTFT counts from here (the task below inherits it)
         self.turn_task = asyncio.create_task(self._turn(frame))
 
     # -- helpers -------------------------------------------------------------------------------------

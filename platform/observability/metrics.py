@@ -12,8 +12,8 @@ else registers into it by accident):
 
 The `tenant` label is the tenant's engine key (its slug; NO_TENANT for requests without one): one
 series per tenant, which stays small for an on-prem deployment. Profiles and request ids go to the
-request log, never to labels. One process, one registry: run one server process per engine (the
-engine is in-process anyway), so no multiprocess mode is needed.
+request log, never to labels. One process, one registry: each server process serves its own
+/metrics (the engine core is its child process and reports through it), so no multiprocess mode is needed.
 """
 from collections.abc import Iterator
 
@@ -28,11 +28,21 @@ NO_TENANT = "(none)"  # label of requests without a tenant; never a valid slug
 
 REGISTRY = CollectorRegistry()
 
+_TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 TIME_TO_FIRST_TOKEN = Histogram(
     "pagoda_time_to_first_token_seconds",
-    "Time from the engine's arrival of a request to its first generated token.",
-    ["tenant"], registry=REGISTRY,
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0),
+    "Time from the server's arrival of a request (HTTP request, WebSocket frame) to its first token going out.",
+    ["tenant"], registry=REGISTRY, buckets=_TTFT_BUCKETS,
+)
+ENGINE_TIME_TO_FIRST_TOKEN = Histogram(
+    "pagoda_engine_time_to_first_token_seconds",
+    "Time from the engine's arrival of a request to its first generated token (queue + prefill).",
+    ["tenant"], registry=REGISTRY, buckets=_TTFT_BUCKETS,
+)
+REQUEST_PREFILL_TIME = Histogram(
+    "pagoda_request_prefill_time_seconds",
+    "Time from a request's first admission by the scheduler to its first generated token.",
+    ["tenant"], registry=REGISTRY, buckets=_TTFT_BUCKETS,
 )
 INTER_TOKEN_LATENCY = Histogram(
     "pagoda_inter_token_latency_seconds",
@@ -43,7 +53,7 @@ INTER_TOKEN_LATENCY = Histogram(
 )
 E2E_REQUEST_LATENCY = Histogram(
     "pagoda_e2e_request_latency_seconds",
-    "Time from the engine's arrival of a request to its end (finished, aborted or failed).",
+    "Time from the server's arrival of a request to its end (finished, aborted or failed).",
     ["tenant"], registry=REGISTRY,
     buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0, 600.0),
 )

@@ -15,15 +15,21 @@ last delta or by cancellation (client gone); "error" when it is left by any othe
 is re-raised). Without the `with`, call `rec.finish()` (or `rec.finish(error=exc)`) yourself;
 finishing twice is a no-op. `prompt` is kept only when PAGODA_LOG_CONTENT is on.
 
-Times come from the engine's own clock (StreamDelta.metrics: arrival, first_scheduled,
-first_token, finished) where present; inter-token latency is measured here, as the reader gets
-the tokens.
+Two clocks, both time.monotonic() (one clock for every process of the host, the engine core's too):
+- where users feel it: `arrival` is when the request reached the server (the HTTP request, the
+  WebSocket frame; given by the edge, else when the recorder was made), and the first token counts
+  when the edge receives it to send out. ttft_s and duration_s are on this clock.
+- the engine's own (StreamDelta.metrics: arrival, first_scheduled, first_token, finished):
+  engine_ttft_s, split into queue_s (waiting for admission) and prefill_s.
+Inter-token gaps are kept here as the reader gets the tokens and observed once, at the end, so the
+per-token path does no metrics work.
 """
 import asyncio
 import time
 from typing import Any
 
 from observability import metrics
+from observability.arrival import request_arrival
 from observability.request_log import log_content_enabled, log_request
 
 
@@ -31,7 +37,7 @@ class RequestRecorder:
     """Per-request timing and token counts; thread-compatible (one request, one reader)."""
 
     def __init__(self, request_id: str, tenant: str | None = None, profile: str | None = None,
-                 source: str = "", prompt: Any = None, extra: dict | None = None):
+                 source: str = "", prompt: Any = None, extra: dict | None = None, arrival: float | None = None):
         self.request_id = request_id
         self.tenant = tenant
         self.profile = profile
@@ -39,7 +45,7 @@ class RequestRecorder:
         self.extra = dict(extra or {})
         self.log_content = log_content_enabled()
         self.prompt = prompt if self.log_content else None
-        self.created_at = time.monotonic()
+        self.arrival = arrival if arrival is not None else request_arrival()
         self.num_prompt_tokens = 0
         self.num_cached_tokens = 0
         self.num_output_tokens = 0
@@ -47,6 +53,7 @@ class RequestRecorder:
         self.engine_times: dict = {}
         self._first_token_at: float | None = None
         self._last_token_at: float | None = None
+        self._token_gaps: list[float] = []  # per generated token after the first, seconds
         self._text: list[str] = []
         self._finished = False
 
@@ -59,10 +66,7 @@ class RequestRecorder:
             if self._last_token_at is None:
                 self._first_token_at = now
             else:
-                gap = (now - self._last_token_at) / num_new
-                histogram = metrics.INTER_TOKEN_LATENCY.labels(metrics.tenant_label(self.tenant))
-                for _ in range(num_new):
-                    histogram.observe(gap)
+                self._token_gaps.extend([(now - self._last_token_at) / num_new] * num_new)
             self._last_token_at = now
         self.num_prompt_tokens = delta.num_prompt_tokens
         self.num_cached_tokens = delta.num_cached_tokens
@@ -106,26 +110,31 @@ class RequestRecorder:
         return fields
 
     def _timings(self) -> dict:
-        """ttft_s, queue_s, duration_s in seconds (None when unknown), engine clock first."""
+        """Seconds, None when unknown: ttft_s and duration_s from the server's arrival of the request
+        (what the user waits); engine_ttft_s, queue_s and prefill_s on the engine's clock."""
         now = time.monotonic()
         t = self.engine_times
-        arrival = t.get("arrival") or self.created_at
-        first_token = t.get("first_token") or self._first_token_at
-        scheduled = t.get("first_scheduled")
-        finished = t.get("finished") or now
 
         def span(start, end):
             return None if start is None or end is None else round(max(0.0, end - start), 6)
 
-        return {"ttft_s": span(arrival, first_token), "queue_s": span(arrival, scheduled),
-                "duration_s": span(arrival, finished)}
+        return {"ttft_s": span(self.arrival, self._first_token_at), "duration_s": span(self.arrival, now),
+                "engine_ttft_s": span(t.get("arrival"), t.get("first_token")),
+                "queue_s": span(t.get("arrival"), t.get("first_scheduled")),
+                "prefill_s": span(t.get("first_scheduled"), t.get("first_token"))}
 
     def _observe(self, reason: str, timings: dict) -> None:
         tenant = metrics.tenant_label(self.tenant)
-        if timings["ttft_s"] is not None:
-            metrics.TIME_TO_FIRST_TOKEN.labels(tenant).observe(timings["ttft_s"])
-        if timings["queue_s"] is not None:
-            metrics.REQUEST_QUEUE_TIME.labels(tenant).observe(timings["queue_s"])
+        for histogram, key in ((metrics.TIME_TO_FIRST_TOKEN, "ttft_s"),
+                               (metrics.ENGINE_TIME_TO_FIRST_TOKEN, "engine_ttft_s"),
+                               (metrics.REQUEST_QUEUE_TIME, "queue_s"),
+                               (metrics.REQUEST_PREFILL_TIME, "prefill_s")):
+            if timings[key] is not None:
+                histogram.labels(tenant).observe(timings[key])
+        if self._token_gaps:
+            itl = metrics.INTER_TOKEN_LATENCY.labels(tenant)
+            for gap in self._token_gaps:
+                itl.observe(gap)
         metrics.E2E_REQUEST_LATENCY.labels(tenant).observe(timings["duration_s"])
         metrics.REQUESTS_FINISHED.labels(tenant, self.source, reason).inc()
         metrics.TENANT_PROMPT_TOKENS.labels(tenant).inc(self.num_prompt_tokens)
@@ -147,11 +156,13 @@ class RequestRecorder:
 
 
 def track_request(request_id: str, tenant: str | None = None, profile: str | None = None, source: str = "",
-                  prompt: Any = None, extra: dict | None = None) -> RequestRecorder:
+                  prompt: Any = None, extra: dict | None = None, arrival: float | None = None) -> RequestRecorder:
     """A RequestRecorder for one engine request (see the module docstring).
 
     tenant: the tenant's engine key (slug) or None; profile: the sampling profile's name; source:
     "chat" | "api" | ...; prompt: messages or text, logged only with PAGODA_LOG_CONTENT; extra: more
-    JSON-serialisable log fields (a conversation id, an API key prefix; never content).
+    JSON-serialisable log fields (a conversation id, an API key prefix; never content); arrival: when
+    the request reached the server (time.monotonic()), the start of what the user waits; by default
+    the current request's (observability.arrival), else now.
     """
-    return RequestRecorder(request_id, tenant, profile, source, prompt, extra)
+    return RequestRecorder(request_id, tenant, profile, source, prompt, extra, arrival)

@@ -1,8 +1,8 @@
 """Structured request logs: one JSON line per finished request on the logger "pagoda.requests".
 
 Fields (see RequestRecorder.finish): event, request_id, source, tenant, profile, finish_reason,
-prompt_tokens, completion_tokens, cached_tokens, ttft_s, queue_s, duration_s, num_preemptions,
-error, plus whatever the caller passed as `extra`. The prompt and the completion are added as
+prompt_tokens, completion_tokens, cached_tokens, ttft_s and duration_s (from the server's arrival of
+the request), engine_ttft_s = queue_s + prefill_s (the engine's own clock), num_preemptions, error, plus whatever the caller passed as `extra`. The prompt and the completion are added as
 `prompt` / `completion` only when settings.PAGODA_LOG_CONTENT is true (off by default: chats hold
 company data, and log pipelines are read by more people than the chats are).
 

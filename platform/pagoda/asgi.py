@@ -25,6 +25,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 import engine_runtime  # noqa: E402
+from observability.arrival import ArrivalStamp  # noqa: E402
 from pagoda.routing import collect_websocket_urlpatterns  # noqa: E402
 from pagoda.ws_origin import SameOriginValidator  # noqa: E402
 
@@ -33,8 +34,8 @@ def _http_app():
     if settings.PAGODA_SERVE_STATIC:
         from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
-        return ASGIStaticFilesHandler(django_asgi_app)
-    return django_asgi_app
+        return ArrivalStamp(ASGIStaticFilesHandler(django_asgi_app))
+    return ArrivalStamp(django_asgi_app)
 
 
 def _stop_engine_with_server() -> None:

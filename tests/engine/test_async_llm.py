@@ -1,4 +1,5 @@
-"""AsyncLLM: streaming from an event loop, abort, pins, a dead loop reported."""
+"""AsyncLLM: streaming from an event loop, abort, pins, a dead loop reported. `engine` runs the core in
+a child process (as the server does); `threaded` runs it in a thread, for tests that reach inside it."""
 import asyncio
 
 import pytest
@@ -10,6 +11,14 @@ from inference.errors import EngineDeadError, InvalidRequestError, PinCapacityEr
 @pytest.fixture(scope="module")
 def engine(tiny_llama_path):
     eng = AsyncLLM(EngineConfig(model=str(tiny_llama_path), device="cpu", num_kv_blocks=64))
+    assert eng.engine is None and eng.core.process is not None  # the core runs in its own process
+    yield eng
+    eng.shutdown()
+
+
+@pytest.fixture(scope="module")
+def threaded(tiny_llama_path):
+    eng = AsyncLLM(EngineConfig(model=str(tiny_llama_path), device="cpu", num_kv_blocks=64), process=False)
     yield eng
     eng.shutdown()
 
@@ -67,13 +76,14 @@ async def test_bad_request_raises_before_streaming(engine):
         await collect(engine, "bad", [], SamplingParams())
 
 
-async def test_a_request_is_validated_once_before_it_is_queued(engine, monkeypatch):
-    """generate() refuses bad input in the caller's thread; the engine's loop then takes the prompt as
+async def test_a_request_is_validated_once_before_it_is_queued(threaded, monkeypatch):
+    """generate() refuses bad input in the caller's thread; the engine core then takes the prompt as
     checked (a 2,000-token prompt's check is on its TTFT's critical path)."""
     calls = []
-    real = engine.engine.validate
-    monkeypatch.setattr(engine.engine, "validate", lambda ids, params: calls.append(len(ids)) or real(ids, params))
-    deltas = await collect(engine, "once", list(range(30, 70)), SamplingParams(temperature=0, max_tokens=2))
+    real = threaded.validate
+    monkeypatch.setattr(threaded, "validate", lambda ids, params: calls.append(len(ids)) or real(ids, params))
+    monkeypatch.setattr(threaded.engine, "validate", lambda ids, params: calls.append("core") or real(ids, params))
+    deltas = await collect(threaded, "once", list(range(30, 70)), SamplingParams(temperature=0, max_tokens=2))
     assert calls == [40] and deltas[-1].finished and deltas[-1].num_prompt_tokens == 40
 
 
@@ -101,9 +111,10 @@ def test_shutdown_makes_requests_fail_clearly(tiny_llama_path):
         asyncio.run(collect(eng, "late", [1, 2, 3], SamplingParams()))
 
 
-async def test_a_failing_request_does_not_stop_the_loop(engine):
+async def test_a_failing_request_does_not_stop_the_loop(threaded):
     from inference.errors import RequestFailedError
 
+    engine = threaded
     original = engine.engine.runner.execute
     calls = {"n": 0}
 
@@ -122,3 +133,89 @@ async def test_a_failing_request_does_not_stop_the_loop(engine):
         engine.engine.runner.execute = original
     assert ok[-1].finish_reason == "length" and engine.is_alive()
     assert engine.stats()["num_blocks_used"] == 0
+
+
+# -- the engine core's process --------------------------------------------------------------------------
+def _wait_gone(pid: int, timeout: float) -> bool:
+    import os
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:  # a child of this process lingers as a zombie until it is reaped
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+async def test_a_killed_core_ends_every_stream_with_a_clear_error(tiny_llama_path):
+    import os
+    import signal
+
+    eng = AsyncLLM(EngineConfig(model=str(tiny_llama_path), device="cpu", num_kv_blocks=64))
+    params = SamplingParams(temperature=0, max_tokens=10_000, ignore_eos=True)
+    started = asyncio.Event()
+    outcomes: list = []
+
+    async def stream(i: int):
+        try:
+            async for _ in eng.generate(f"k{i}", list(range(40 + i, 60 + i)), params):
+                started.set()
+            outcomes.append("finished")
+        except EngineDeadError as e:
+            outcomes.append(str(e))
+
+    tasks = [asyncio.create_task(stream(i)) for i in range(3)]
+    await asyncio.wait_for(started.wait(), 30)
+    os.kill(eng.core.process.pid, signal.SIGKILL)
+    await asyncio.wait_for(asyncio.gather(*tasks), 10)
+    assert outcomes == ["the engine process died (killed by signal 9)"] * 3
+    assert not eng.is_alive() and "signal 9" in eng.error
+    with pytest.raises(EngineDeadError):
+        await collect(eng, "after", [1, 2, 3], SamplingParams())
+    with pytest.raises(EngineDeadError):
+        eng.pin_prefix("late", [1, 2, 3])
+    assert eng.stats()["alive"] is False
+    eng.shutdown()
+
+
+def test_shutdown_stops_the_core_process(tiny_llama_path):
+    eng = AsyncLLM(EngineConfig(model=str(tiny_llama_path), device="cpu", num_kv_blocks=16))
+    pid = eng.core.process.pid
+    eng.shutdown()
+    assert eng.core.process.returncode == 0 and _wait_gone(pid, 1)
+
+
+def test_a_core_whose_parent_died_exits_by_itself(tmp_path, tiny_llama_path):
+    """A server killed with -9 runs no clean-up: its engine core must notice and exit on its own."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import sys, time\n"
+        "from inference import AsyncLLM, EngineConfig\n"
+        f"eng = AsyncLLM(EngineConfig(model={str(tiny_llama_path)!r}, device='cpu', num_kv_blocks=16), progress=False)\n"
+        "print(eng.core.process.pid, flush=True)\n"
+        "time.sleep(600)\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": root})
+    try:
+        core_pid = int(parent.stdout.readline())
+        os.kill(core_pid, 0)  # running
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        assert _wait_gone(core_pid, 10), "the engine core outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()

@@ -117,7 +117,7 @@ def test_qwen2_with_qkv_bias_streams_the_same_tokens_and_shuts_down_cleanly(tmp_
     one = LLM(progress=False, **config)
     want = tokens(one.generate(prompts + [system + [7, 8]], GREEDY))
 
-    engine = AsyncLLM(EngineConfig(tensor_parallel_size=2, **config), progress=False)
+    engine = AsyncLLM(EngineConfig(tensor_parallel_size=2, **config), progress=False, process=False)
     workers = engine.engine.runner.workers
     try:
         assert engine.pin_prefix("sys", system).num_tokens == 24

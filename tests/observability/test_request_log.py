@@ -41,8 +41,9 @@ def test_one_line_with_the_fields_and_no_content(request_logs):
     assert (fields["tenant"], fields["profile"], fields["source"]) == ("acme", "precise", "chat")
     assert (fields["prompt_tokens"], fields["cached_tokens"], fields["completion_tokens"]) == (40, 32, 2)
     assert fields["finish_reason"] == "stop" and fields["num_preemptions"] == 1
-    assert fields["ttft_s"] == pytest.approx(0.05) and fields["queue_s"] == pytest.approx(0.01)
-    assert fields["duration_s"] == pytest.approx(0.2) and fields["conversation_id"] == 7
+    assert fields["engine_ttft_s"] == pytest.approx(0.05) and fields["queue_s"] == pytest.approx(0.01)
+    assert fields["prefill_s"] == pytest.approx(0.04) and fields["conversation_id"] == 7
+    assert 0 <= fields["ttft_s"] <= fields["duration_s"] < 0.2  # the edge's clock: the deltas came at once
     assert "prompt" not in fields and "completion" not in fields and "error" not in fields
 
     line = JsonFormatter().format(record)
@@ -96,3 +97,20 @@ def test_a_request_without_tenant_is_labelled_none(request_logs):
             rec.on_delta(delta)
     assert counter._value.get() == before + 1
     assert getattr(request_logs[0], FIELDS_ATTR)["tenant"] is None
+
+
+def test_ttft_counts_from_the_servers_arrival_and_the_engines_split_sits_beside_it(request_logs):
+    """A request that waited 0.3 s in the web layer before the engine saw it: the user's TTFT holds those
+    0.3 s, the engine's does not, and both histograms get one observation."""
+    edge = metrics.TIME_TO_FIRST_TOKEN.labels("acme")
+    engine = metrics.ENGINE_TIME_TO_FIRST_TOKEN.labels("acme")
+    before = (edge._sum.get(), engine._sum.get())
+    now = time.monotonic()
+    with track_request("r-edge", tenant="acme", arrival=now - 0.3) as rec:
+        for delta in _deltas(now - 0.06):
+            rec.on_delta(delta)
+    fields = getattr(request_logs[0], FIELDS_ATTR)
+    assert fields["ttft_s"] >= 0.3 and fields["engine_ttft_s"] == pytest.approx(0.05)
+    assert fields["queue_s"] + fields["prefill_s"] == pytest.approx(fields["engine_ttft_s"])
+    assert edge._sum.get() - before[0] == pytest.approx(fields["ttft_s"])
+    assert engine._sum.get() - before[1] == pytest.approx(0.05)

@@ -2,6 +2,9 @@
 
     python tests/reliability/faulty_daphne.py -b 127.0.0.1 -p 8001 pagoda.asgi:application
 
+The engine core runs in a child process: this file is also that child's program
+(`faulty_daphne.py core FD PID`), which installs the faults and then runs the real core.
+
 A request whose prompt token ids contain POISON makes the model runner raise RuntimeError while that
 request is in the step (one request's computation fails: the engine must fail it alone). One that
 contains CRASH raises a BaseException the engine does not isolate: its step loop dies (a crashed loop,
@@ -44,7 +47,15 @@ def install_faults() -> None:
 
 
 if __name__ == "__main__":
-    install_faults()
-    from daphne.cli import CommandLineInterface
+    if sys.argv[1:2] == ["core"]:
+        install_faults()
+        from inference import engine_core
 
-    CommandLineInterface().run(sys.argv[1:])
+        sys.argv[1:] = sys.argv[2:]
+        engine_core.main()
+    else:
+        from inference.core_client import CoreClient
+        from daphne.cli import CommandLineInterface
+
+        CoreClient.core_command = [sys.executable, str(Path(__file__).resolve()), "core"]
+        CommandLineInterface().run(sys.argv[1:])
