@@ -58,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.prefix_overhead:
         from .prefix_overhead import format_prefix_overhead, run_prefix_overhead
 
-        engine = LLMEngine(EngineConfig(model=args.model, device=args.device), progress=False)
-        print(format_prefix_overhead(run_prefix_overhead(engine, args.num_requests, args.prompt_len,
+        on, off = (LLMEngine(EngineConfig(model=args.model, device=args.device, enable_prefix_caching=caching),
+                             progress=False) for caching in (True, False))
+        print(format_prefix_overhead(run_prefix_overhead(on, off, args.num_requests, args.prompt_len,
                                                          args.output_len, args.repeats)))
         return 0
 

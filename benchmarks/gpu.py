@@ -118,22 +118,6 @@ def greedy_agreement(hf, engine: LLMEngine, num: int = 4, prompt_len: int = 64, 
             "tokens")
 
 
-def prefill_graph_agreement(engine: LLMEngine) -> str:
-    """Greedy tokens of short prompts with the prefill graphs and without them (eager) must match."""
-    graphs = engine.runner.prefill_graphs
-    if graphs is None:
-        return "prefill graphs: not captured (short prefills run eagerly)"
-    prompts = random_prompts(4, [40, 77, 100, 9], engine.model_args.vocab_size, seed=5)
-    with_graphs = [run_engine(engine, f"pg{i}", [p], [12]).token_ids[0] for i, p in enumerate(prompts)]
-    engine.runner.prefill_graphs = None
-    try:
-        eager = [run_engine(engine, f"pe{i}", [p], [12]).token_ids[0] for i, p in enumerate(prompts)]
-    finally:
-        engine.runner.prefill_graphs = graphs
-    same = sum(a == b for a, b in zip(with_graphs, eager))
-    return f"prefill graphs vs eager: {same}/4 prompts with identical greedy outputs"
-
-
 def prefix_only(args) -> int:
     """`--gpu --prefix`: the pinned-prefix TTFT alone on the 8B shape (random weights, no HF peer)."""
     from transformers import LlamaConfig
@@ -160,14 +144,17 @@ def prefix_only(args) -> int:
 
 def prefix_overhead_only(args) -> int:
     """`--gpu --prefix-overhead`: the prefix cache's cost at 0% hits on the 8B shape, the suite's B=64
-    workload (64 x 512 prompt + 128 output tokens), caching on vs off."""
+    workload (64 x 512 prompt + 128 output tokens), caching on vs off: two engines side by side, each
+    with room for the workload's 64 x 640 tokens (2,560 blocks) and no more, so both fit an 80 GB card."""
     from transformers import LlamaConfig
 
-    config = EngineConfig(model="bench", device="cuda", dtype="bfloat16", num_kv_blocks=8192, max_model_len=1024,
-                          max_num_seqs=64, max_num_batched_tokens=8192, prefill_graphs=True,
-                          async_scheduling=False)
-    engine = LLMEngine(config, progress=False, model_args=ModelArgs.from_hf_config(LlamaConfig(**LLAMA3_8B)))
-    result = run_prefix_overhead(engine, 64, 512, 128, max(args.repeats, 4), sync=sync)
+    model_args = ModelArgs.from_hf_config(LlamaConfig(**LLAMA3_8B))
+    on, off = (LLMEngine(EngineConfig(model="bench", device="cuda", dtype="bfloat16", num_kv_blocks=3072,
+                                      max_model_len=1024, max_num_seqs=64, max_num_batched_tokens=8192,
+                                      prefill_graphs=True, async_scheduling=False,
+                                      enable_prefix_caching=caching), progress=False, model_args=model_args)
+               for caching in (True, False))
+    result = run_prefix_overhead(on, off, 64, 512, 128, max(args.repeats, 4), sync=sync)
     print(f"llama3-8b {format_prefix_overhead(result)}", flush=True)
     return 0
 
@@ -226,8 +213,6 @@ def main(args) -> int:
             except Exception:  # noqa: BLE001
                 traceback.print_exc()
             run_engine(engine, "warmup", random_prompts(4, [64] * 4, vocab), [8] * 4, sync=sync)
-            rows.append(f"{label} {prefill_graph_agreement(engine)}")
-            print(rows[-1], flush=True)
             if args.profile:
                 for b in batches[1:]:
                     print(profile_decode(engine, b, 512, sync), flush=True)

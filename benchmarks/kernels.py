@@ -26,22 +26,11 @@ import torch
 import triton
 import triton.testing
 
-from kernels.paged_attention_decode import (
-    DecodeConfig,
-    choose_num_splits,
-    decode_config,
-    paged_attention_decode,
-    paged_attention_decode_ref,
-)
-from kernels.paged_attention_prefill import (
-    PrefillConfig,
-    choose_prefill_splits,
-    paged_attention_prefill,
-    paged_attention_prefill_ref,
-    paged_attention_prefill_split,
-    prefill_config,
-    prefill_split_config,
-)
+from kernels import (DecodeConfig, PrefillConfig, choose_num_splits, choose_prefill_splits, paged_attention_decode,
+                     paged_attention_decode_ref, paged_attention_prefill, paged_attention_prefill_ref,
+                     paged_attention_prefill_split)
+from kernels.paged_attention_decode import decode_config
+from kernels.paged_attention_prefill import prefill_config, prefill_split_config
 
 NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE = 32, 8, 128, 16  # Llama-3-8B
 DTYPE = torch.bfloat16
@@ -57,7 +46,7 @@ SWEEP_CONFIGS = [  # (block_n, num_warps, num_stages); the first is the default 
     DecodeConfig(32, 4, 5),
     DecodeConfig(128, 4, 3),
 ]
-PREFIX_NEW, PREFIX_CACHED = 50, 2000  # the pinned-prefix chat turn of docs/BENCHMARKS.md (issue 4)
+PREFIX_NEW, PREFIX_CACHED = 50, 2000  # the pinned-prefix chat turn of docs/BENCHMARKS.md
 PREFIX_LAYERS = 32  # Llama-3-8B: 32 layers, one cache each
 PREFIX_GRAPH_ROWS, PREFIX_GRAPH_MAX_SEQ = 64, 8192  # PrefillGraphs: size 64 for 50 tokens, max_model_len
 PREFIX_SWEEP_CONFIGS = [  # (block_m, block_n, num_warps, num_stages, prefetch); the first is the default here

@@ -1,8 +1,9 @@
 """What the prefix cache costs when nothing hits: one workload with caching on and off, A/B.
 
-Every prompt is new (random tokens, a fresh tenant per round), so with caching on the block manager
-does all of its work (hash each full prompt block, look it up, register each block a step fills) and
-gains nothing. Two measures:
+Two engines of the same model, one built with `enable_prefix_caching=False`, take the same kind of
+workload in turns. Every prompt is new (random tokens, a fresh tenant per round), so with caching on
+the block manager does all of its work (hash each full prompt block, look it up, register each block
+a step fills) and gains nothing. Two measures:
 - wall time of the workload, on against off, the arms alternating (on-off, off-on, ...) so that a
   drift of the machine falls on both; the median of the per-round ratios, with their range.
 - the time spent in the block manager (take_cached_prefix, commit, allocate, free: timed around every
@@ -41,34 +42,38 @@ class _Stopwatch:
         delattr(self.owner, self.name)  # the class's method again
 
 
-def run_prefix_overhead(engine: LLMEngine, num_requests: int, prompt_len: int, output_len: int, rounds: int,
-                        sync=None) -> dict:
-    """`rounds` rounds of the workload in each arm; the engine must be idle and hold no pin."""
-    bm = engine.block_manager
-    vocab = engine.model_args.vocab_size
-    was_enabled = bm.enable_caching
-    watches = [_Stopwatch(bm, name) for name in BLOCK_MANAGER_CALLS]
+def run_prefix_overhead(on: LLMEngine, off: LLMEngine, num_requests: int, prompt_len: int, output_len: int,
+                        rounds: int, sync=None) -> dict:
+    """`rounds` rounds of the workload in each arm: `on` caches prefixes, `off` is the same model built
+    with `enable_prefix_caching=False`. Both must be idle and hold no pin."""
+    engines = {True: on, False: off}
+    for enabled, engine in engines.items():
+        if engine.block_manager.enable_caching != enabled:
+            raise ValueError(f"the {'on' if enabled else 'off'} arm's engine has prefix caching "
+                             f"{'off' if enabled else 'on'}")
+    vocab = on.model_args.vocab_size
+    watches = {enabled: [_Stopwatch(e.block_manager, name) for name in BLOCK_MANAGER_CALLS]
+               for enabled, e in engines.items()}
     arms: dict[bool, list[dict]] = {True: [], False: []}
     try:
-        bm.set_caching(True)
-        run_engine(engine, "overhead-warmup", random_prompts(2, [prompt_len] * 2, vocab, seed=99_999), [4, 4],
-                   sync=sync)
+        for engine in engines.values():
+            run_engine(engine, "overhead-warmup", random_prompts(2, [prompt_len] * 2, vocab, seed=99_999),
+                       [4, 4], sync=sync)
         for r in range(rounds):
             for enabled in (True, False) if r % 2 == 0 else (False, True):
-                bm.set_caching(enabled)
-                for w in watches:
+                engine, bm = engines[enabled], engines[enabled].block_manager
+                for w in watches[enabled]:
                     w.seconds = 0.0
                 hits_before = bm.num_hit_tokens
                 prompts = random_prompts(num_requests, [prompt_len] * num_requests, vocab, seed=2 * r + enabled)
                 run = run_engine(engine, f"overhead-{r}-{int(enabled)}", prompts, [output_len] * num_requests,
                                  tenant=f"overhead-{r}-{int(enabled)}", sync=sync)
                 arms[enabled].append({"seconds": run.seconds, "tok_s": run.tok_s,
-                                      "bm_seconds": sum(w.seconds for w in watches),
+                                      "bm_seconds": sum(w.seconds for w in watches[enabled]),
                                       "hit_tokens": bm.num_hit_tokens - hits_before})
     finally:
-        for w in watches:
+        for w in watches[True] + watches[False]:
             w.remove()
-        bm.set_caching(was_enabled)
     on, off = arms[True], arms[False]
     ratios = [a["seconds"] / b["seconds"] for a, b in zip(on, off)]
     shares = [(a["bm_seconds"] - b["bm_seconds"]) / a["seconds"] for a, b in zip(on, off)]

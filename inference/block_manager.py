@@ -56,14 +56,6 @@ class BlockManager:
         self.num_queried_tokens = 0  # prompt tokens looked up in the prefix cache
         self.num_hit_tokens = 0  # of which served from it
 
-    def set_caching(self, enabled: bool) -> None:
-        """Turn prefix caching on or off between workloads (the A/B of `python -m benchmarks
-        --prefix-overhead`). Only while no block is held (no request, no pin); the cache is emptied."""
-        if self.pool.num_used:
-            raise RuntimeError(f"{self.pool.num_used} blocks are held: switch caching only while idle")
-        self.pool.reset_cache()
-        self.enable_caching = self.pool.enable_caching = enabled
-
     # -- hashing ------------------------------------------------------------------------------
     def _extend_hashes(self, seq: Sequence, num_tokens: int) -> Pin | None:
         """Make sure seq.block_hashes covers every full block among its first `num_tokens` tokens.

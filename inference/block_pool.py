@@ -93,14 +93,3 @@ class BlockPool:
             return
         self.cached[block_hash] = block_id
         self.block_hash[block_id] = block_hash
-
-    def reset_cache(self) -> int:
-        """Forget every cached block no one holds. Returns how many were dropped."""
-        dropped = 0
-        for block_id in self.free_queue:
-            h = self.block_hash[block_id]
-            if h is not None:
-                del self.cached[h]
-                self.block_hash[block_id] = None
-                dropped += 1
-        return dropped

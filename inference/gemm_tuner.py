@@ -3,7 +3,7 @@
 torch runs the algorithm that cuBLASLt's heuristic ranks first. At the skinny row counts of decode
 steps and chat turns that pick is sometimes far from the fastest the heuristic also offers (H200,
 8B shape: gate_up at 128 rows 102.8 µs with torch's pick, 61.0 µs with another candidate; lm_head
-at 64 rows 285.9 -> 258.9 µs; docs/h200-2026-12-04-cublaslt-algos.log). So before the graphs are
+at 64 rows 285.9 -> 258.9 µs; docs/BENCHMARKS.md, "Projection GEMMs"). So before the graphs are
 captured, for every group of projections that share a weight shape and layout (e.g. the 32 layers'
 gate_up) and every captured row count, torch's F.linear and each candidate are timed as CUDA-graph
 replays over several layers' weights (so no weight is read from L2), and a candidate replaces

@@ -36,7 +36,7 @@ def split_key_range(seq_len, split, num_splits, BLOCK_N: tl.constexpr):
     an eighth of the programs idled while the SMs that held two busy ones set the pace (H200, a chat
     turn's split prefill: 16.6 -> 15.4 us a layer). The decode kernel still rounds each range up: the
     same change there was 1.3-6.5% slower at batch 1-16 and equal at 64-256, even where the ranges
-    come out the same (H100, docs/experiments/2026-12-04c/decode_ab.py), so it was not taken."""
+    come out the same (H100, docs/BENCHMARKS.md), so it was not taken."""
     num_tiles = tl.cdiv(seq_len, BLOCK_N)
     base = num_tiles // num_splits
     extra = num_tiles % num_splits

@@ -2,7 +2,7 @@
 on 127.0.0.1 with the default model (SmolLM2-135M-Instruct), checked and measured.
 
     .venv/bin/python tests/reliability/load.py --chats 200 --streams 100 --max-tokens 4 --rounds 4 \
-        --daphne-arg=--websocket_connect_timeout=30 --json docs/reliability/load-200-chats-100-streams-connect30.json
+        --daphne-arg=--websocket_connect_timeout=30 --json connect30.json
 
 Each round opens every socket and every stream at once (one turn each, a distinct question each,
 replies of exactly --max-tokens tokens: the profile ignores EOS). Checked per reply: one start and
