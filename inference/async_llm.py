@@ -94,6 +94,10 @@ class AsyncLLM:
         try:
             while True:
                 d = await deltas.get()
+                # A reader that fell behind the engine gets what has piled up as one delta: one frame
+                # out instead of one per step, so a loaded web layer catches up instead of lagging.
+                while not deltas.empty() and isinstance(d, StreamDelta) and not d.finished and not d.error:
+                    d = _merge(d, deltas.get_nowait())
                 if isinstance(d, Exception):  # refused by the core (queue full) or the engine died
                     finished = True
                     raise d
@@ -135,6 +139,16 @@ class AsyncLLM:
         stats["alive"] = self.is_alive()
         stats["error"] = self.error
         return stats
+
+
+def _merge(first: StreamDelta, then: StreamDelta | Exception) -> StreamDelta | Exception:
+    """Two consecutive deltas of one request as one (an error wins: the stream ends with it)."""
+    if isinstance(then, Exception) or then.error:
+        return then
+    logprobs = (first.logprobs or []) + (then.logprobs or []) if (first.logprobs or then.logprobs) else None
+    return StreamDelta(then.request_id, first.text + then.text, first.token_ids + then.token_ids, then.finished,
+                       then.finish_reason, then.num_prompt_tokens, then.num_cached_tokens, then.num_output_tokens,
+                       then.stop_reason, logprobs, None, {**first.metrics, **then.metrics})
 
 
 def _load_tokenizer(model: str):

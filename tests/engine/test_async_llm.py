@@ -219,3 +219,19 @@ def test_a_core_whose_parent_died_exits_by_itself(tmp_path, tiny_llama_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+async def test_a_reader_that_falls_behind_gets_the_piled_up_tokens_as_one_delta(engine):
+    params = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
+    prompt = list(range(200, 230))
+    want = [t for d in await collect(engine, "brisk", prompt, params) for t in d.token_ids]
+    got = []
+    async for d in engine.generate("slow", prompt, params):
+        got.append(d)
+        if len(got) == 1:  # the engine finishes meanwhile
+            while (await asyncio.to_thread(engine.stats))["num_running"]:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.1)  # the last step's message on its way
+    assert [t for d in got for t in d.token_ids] == want
+    assert len(got) == 2 and got[-1].finished and got[-1].num_output_tokens == 24
+    assert got[-1].metrics["first_token"] is not None and got[-1].metrics["finished"] is not None
