@@ -17,6 +17,8 @@ def engine_health() -> tuple[bool, dict]:
     healthy = state == "ready" and status["alive"]
     body = {"status": "ok" if healthy else "unavailable", "engine": state, "model": status["model"],
             "max_model_len": status["max_model_len"], "num_restarts": status.get("num_restarts", 0)}
+    if status.get("last_crash"):
+        body["last_crash"] = status["last_crash"]  # why the engine was last restarted (or left dead)
     if not healthy:
         if state == "failed":
             body["reason"] = f"the engine failed to start: {status['error']}"

@@ -198,3 +198,75 @@ def test_a_crashed_loop_is_reported_restarted_once_then_left_to_the_supervisor(f
     assert fault_server.alive()
     print(f"\ncrash: /health samples {len(watch.seen)}, 503 while restarting: "
           f"{sum(1 for c, _ in watch.seen if c == 503)}; restarted once, then left dead (503)")
+
+
+# --- the engine core's process killed, the server stopped ---
+def _engine_core(server):
+    """The engine core: the one child of the server process that runs inference.engine_core."""
+    import psutil
+
+    cores = [p for p in psutil.Process(server.process.pid).children()
+             if "inference.engine_core" in " ".join(p.cmdline())]
+    assert len(cores) == 1, cores
+    return cores[0]
+
+
+async def _kill_core_during_a_reply(server, user, conversation_id: int, core):
+    """A chat reply and an API stream are running when the engine core is killed with -9."""
+    async with open_chat(server, conversation_id, user["session"]) as ws:
+        turn = await run_turn(ws, "Tell me a long story", profile="long", stop_after_first_delta=True)
+        async with api_client.client(2) as http:
+            stream = asyncio.create_task(api_client.stream(
+                http, server, "chat/completions", {"model": "long", "messages": STORY}, "acme"))
+            await asyncio.sleep(0.3)
+            core.kill()
+            api = await stream
+        frames = [await next_frame(ws, 60)]
+        while frames[-1]["type"] not in ("done", "error"):
+            frames.append(await next_frame(ws, 60))
+        return turn, frames, api
+
+
+def test_a_killed_engine_process_fails_its_requests_clearly_and_comes_back_with_its_pins(rel_server):
+    user = rel_server.users[0]
+    streaming_id, later_id = user["conversations"][-2:]
+    core = _engine_core(rel_server)
+    with HealthWatch(rel_server) as watch:
+        turn, frames, api = asyncio.run(_kill_core_during_a_reply(rel_server, user, streaming_id, core))
+        body = _wait_health(rel_server, 200)
+    core.wait(10)  # not our child: psutil cannot tell its exit code, only that it is gone
+    assert not core.is_running()
+    # The chat gets an error frame for its reply, which is saved as failed; the API stream ends with an error.
+    assert frames[-1]["type"] == "error" and frames[-1]["code"] == "engine_unavailable", frames
+    assert frames[-1]["message_id"] == turn.frames[0]["message_id"]
+    interrupted = _thread_rows(rel_server, streaming_id)[-1]
+    assert interrupted["status"] == "error" and interrupted["role"] == "assistant"
+    assert api.error is not None or api.status == 503, api
+    assert any(code == 503 for code, _ in watch.seen), watch.seen[-5:]
+    assert body["num_restarts"] >= 1 and "killed by signal 9" in (body.get("last_crash") or ""), body
+    # A new core, with every tenant's prompt pinned again, serves the next turn.
+    assert _engine_core(rel_server).pid != core.pid
+    assert {f"tenant:{slug}" for slug in rel_server.prompts} <= set(rel_server.engine_stats()["pins"])
+    again = asyncio.run(_chat_once(rel_server, user, later_id))
+    assert again.end["type"] == "done" and again.end["status"] == "complete"
+    assert rs.leaked_blocks(rel_server.wait_idle()) == 0
+
+
+def test_stopping_the_server_leaves_no_engine_process_behind(tmp_path, tiny_llama_path):
+    import signal
+
+    import psutil
+
+    for how in (signal.SIGTERM, signal.SIGINT):
+        with rs.running_server(tmp_path / how.name, str(tiny_llama_path), engine_config=ROOMY_SMALL,
+                               seed={"num_users": 1, "num_conversations": 1, "max_tokens": 2}) as server:
+            core = _engine_core(server)
+            server.process.send_signal(how)
+            assert server.process.wait(30) is not None
+            try:
+                core.wait(15)
+            except psutil.TimeoutExpired:
+                raise AssertionError(f"{how.name} left the engine core {core.pid} running") from None
+
+
+ROOMY_SMALL = {"num_kv_blocks": 64, "max_num_seqs": 8}
