@@ -9,6 +9,7 @@ class TenantsConfig(AppConfig):
         # At every engine start-up, pin the active system prompts of all tenants.
         import engine_runtime
 
+        from tenants import accounts  # noqa: F401 (its receivers: deactivation ends the user's sessions)
         from tenants import pinning
 
         engine_runtime.add_startup_hook(pinning.pin_all_active_prompts)
