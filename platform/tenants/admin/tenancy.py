@@ -47,6 +47,14 @@ class TenantAdmin(TenantScopedAdmin):
         else:
             adopt(obj, services.create_tenant(name=obj.name, slug=obj.slug, is_active=obj.is_active, actor=request.user))
 
+    def get_deleted_objects(self, objs, request):
+        deleted, model_count, perms_needed, protected = super().get_deleted_objects(objs, request)
+        if request.user.is_superuser:
+            # The rows that refuse a deletion of their own (the default profile, API keys, the prompt
+            # history, conversations) go with their tenant: the confirmation page lists them all.
+            perms_needed = set()
+        return deleted, model_count, perms_needed, protected
+
     def delete_model(self, request, obj):
         services.delete_tenant(obj, actor=request.user)
 
