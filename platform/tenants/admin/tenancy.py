@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.db.models import Count
 
-from tenants import services
+from tenants import selectors, services
 from tenants.admin.scoping import TenantScopedAdmin, adopt
 from tenants.models import Membership, Tenant
 
@@ -75,6 +75,11 @@ class MembershipAdmin(TenantScopedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return ["user", "tenant", "created_at"] if obj else ["created_at"]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "user" and not request.user.is_superuser:
+            kwargs["queryset"] = selectors.users_a_tenant_admin_may_add(request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def save_model(self, request, obj, form, change):
         adopt(obj, services.add_member(obj.tenant, obj.user, role=obj.role, actor=request.user))

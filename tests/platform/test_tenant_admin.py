@@ -1,4 +1,5 @@
-"""A superuser deletes a tenant from the admin site, with everything it owns; tenant admins cannot."""
+"""The admin site's tenant governance: a superuser deletes a tenant with everything it owns (tenant admins
+cannot), and a tenant admin's membership form lists only their own people."""
 import pytest
 from django.test import Client
 
@@ -39,3 +40,17 @@ def test_a_tenant_admin_cannot_delete_their_tenant(tenant, tenant_admin):
     response = _admin_client(tenant_admin).post(f"/admin/tenants/tenant/{tenant.pk}/delete/", {"post": "yes"})
     assert response.status_code == 403
     assert Tenant.objects.filter(pk=tenant.pk).exists()
+
+
+def test_a_tenant_admins_membership_form_lists_only_their_people(tenant, other_tenant, tenant_admin, member,
+                                                                 make_user, superuser):
+    outsider = make_user("otto")
+    services.add_member(other_tenant, outsider)
+    newcomer = make_user("nina")  # of no tenant yet
+    page = _admin_client(tenant_admin).get("/admin/tenants/membership/add/").content.decode()
+    assert f'value="{member.pk}"' in page and f'value="{newcomer.pk}"' in page
+    assert f'value="{outsider.pk}"' not in page and "otto" not in page
+    response = _admin_client(tenant_admin).post("/admin/tenants/membership/add/",
+                                                {"user": outsider.pk, "tenant": tenant.pk, "role": "member"})
+    assert response.status_code == 200 and not Membership.objects.filter(user=outsider, tenant=tenant).exists()
+    assert "otto" in _admin_client(superuser).get("/admin/tenants/membership/add/").content.decode()
