@@ -6,6 +6,11 @@ the receive loop, so a stop frame, or the socket closing, is handled while the r
 aborts the engine request at once (its KV blocks are freed before the engine's next step and its
 stream ends with finish_reason "abort"), and the partial reply is saved as stopped. Every database
 step runs in a thread (`_db`) and so does tokenizing: the event loop only moves frames.
+
+Offboarding takes effect on an open socket: it joins its user's and its tenant's groups
+(chat.revocation) and, told that access changed, checks again (chat.access) and closes with an error
+frame first when it may no longer chat; a running reply is stopped and saved as such. Every turn runs
+the same check before it starts, so a lost announcement cannot let a turn through.
 """
 from __future__ import annotations
 
@@ -18,8 +23,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 import engine_runtime
-from chat import prompting, protocol, selectors, services
-from chat.errors import CLOSE_UNAUTHENTICATED, EXPECTED_ERRORS, ChatAccessError, ChatError, to_chat_error
+from chat import access, prompting, protocol, revocation, selectors, services
+from chat.errors import (CLOSE_UNAUTHENTICATED, EXPECTED_ERRORS, ChatAccessError, ChatError, access_error,
+                         to_chat_error)
 from chat.replies import ReplyStream
 from observability import arrival, track_request
 from pagoda.db import db_call as _db  # each call gives its connection back at once
@@ -33,6 +39,9 @@ DISCONNECT_GRACE_S = 5.0
 # A reply's final save that fails is tried once more this long after, on a fresh connection (one that
 # dropped, a database failing over). The save is idempotent: a first try that did write is harmless.
 SAVE_RETRY_DELAY_S = 1.0
+# Joining or leaving a group must not hold up a socket when Redis is unreachable (the per-turn check
+# still applies without the group).
+GROUP_TIMEOUT_S = 3.0
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -47,6 +56,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.request_id: str | None = None
         self.stop_requested = False
         self.closed = False
+        session = self.scope.get("session")
+        self.session_key: str | None = session.session_key if session is not None else None
+        self.access_groups: list[str] = []
         # Accept, then close with our code: a socket refused during the handshake reaches the browser
         # as a bare 1006, and the page could not tell "log in again" from "no such conversation".
         await aclose_old_connections()  # the one the session middleware used to find the user
@@ -59,10 +71,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 self.user, self.conversation_id)
         except ChatAccessError as exc:
             await self._close(exc.close_code)
+            return
+        await self._join_access_groups()
 
     async def disconnect(self, code: int) -> None:
         self.closed = True
         self._abort()
+        await self._leave_access_groups()
         task = self.turn_task
         if task is None or task.done():
             return
@@ -89,6 +104,55 @@ class ChatConsumer(AsyncWebsocketConsumer):
         arrival.stamp()  # the turn's TTFT counts from here (the task below inherits it)
         self.turn_task = asyncio.create_task(self._turn(frame))
 
+    # -- access -------------------------------------------------------------------------------------
+    async def access_changed(self, event: dict) -> None:
+        """A chat.revocation announcement: close now if this socket's session ended, else check again."""
+        if self.conversation is None or self.closed:
+            return
+        if "session" in event:  # a logout: of this socket's session, or of another one of the user's
+            if event["session"] == revocation.session_digest(self.session_key):
+                await self._end_access(CLOSE_UNAUTHENTICATED)
+            return
+        try:
+            await _db(access.verify_socket)(self.user, self.session_key, self.conversation_id)
+        except ChatAccessError as exc:
+            await self._end_access(exc.close_code)
+
+    async def _end_access(self, close_code: int) -> None:
+        """Stop the running reply (saved as stopped), send the error frame, close: nothing else goes out,
+        and nothing the client sends after is answered."""
+        if self.closed:
+            return
+        self.closed = True
+        self._abort()
+        logger.info("chat socket of conversation %s closed: access ended (%s)", self.conversation_id, close_code)
+        try:
+            await self.send(text_data=protocol.error_frame(access_error(close_code)))
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        await self.close(code=close_code)
+
+    async def _join_access_groups(self) -> None:
+        layer = self.channel_layer
+        if layer is None:
+            return
+        groups = [revocation.user_group(self.user.pk), revocation.tenant_group(self.conversation.tenant_id)]
+        try:
+            for group in groups:
+                await asyncio.wait_for(layer.group_add(group, self.channel_name), GROUP_TIMEOUT_S)
+                self.access_groups.append(group)
+        except Exception:  # noqa: BLE001 - Redis away: the per-turn check still holds
+            logger.warning("chat socket of conversation %s could not join its access groups", self.conversation_id,
+                           exc_info=True)
+
+    async def _leave_access_groups(self) -> None:
+        groups, self.access_groups = self.access_groups, []
+        for group in groups:
+            try:
+                await asyncio.wait_for(self.channel_layer.group_discard(group, self.channel_name), GROUP_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - Redis away: the membership expires on its own
+                pass
+
     # -- helpers -------------------------------------------------------------------------------------
     async def _send(self, text: str) -> None:
         if self.closed:
@@ -114,13 +178,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
     # -- one turn --------------------------------------------------------------------------------------
     async def _turn(self, frame: protocol.ClientFrame) -> None:
         try:
+            await _db(access.verify_session)(self.user.pk, self.session_key)  # logged out, deactivated...
             plan = await _db(services.plan_turn)(
                 self.user, self.conversation_id, content=frame.content, profile_name=frame.profile)
             engine = await engine_runtime.aget_engine(timeout=settings.PAGODA_CHAT_ENGINE_WAIT_SECONDS)
             params = plan.profile.to_sampling_params(n=1, logprobs=None)  # the page shows one reply
             prompt_ids = await asyncio.to_thread(self._prompt_ids, engine, plan, params.max_tokens)
-        except ChatAccessError as exc:  # deleted, or the user left the tenant, since the socket opened
-            await self._close(exc.close_code)
+        except ChatAccessError as exc:  # signed out, deleted, or the user left the tenant since it opened
+            await self._end_access(exc.close_code)
             return
         except EXPECTED_ERRORS as exc:  # refused before anything was saved
             await self._send(protocol.error_frame(to_chat_error(exc)))

@@ -27,6 +27,16 @@ class ChatAccessError(Exception):
         self.close_code = close_code
 
 
+def access_error(close_code: int) -> ChatError:
+    """The error frame a socket sends before it closes with `close_code` because access ended mid-way
+    (a logout, deactivation, removal from the tenant, the conversation deleted)."""
+    if close_code == CLOSE_UNAUTHENTICATED:
+        return ChatError("signed_out", "Your session has ended (signed out, or the account was changed); log in again.")
+    if close_code == CLOSE_FORBIDDEN:
+        return ChatError("access_revoked", "You no longer have access to this conversation's organisation.")
+    return ChatError("conversation_gone", "This conversation no longer exists.")
+
+
 # What the consumer catches around a turn; anything else is a bug (logged, answered "internal_error").
 EXPECTED_ERRORS = (ChatError, EngineError, EngineUnavailable)
 

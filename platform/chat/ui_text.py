@@ -39,4 +39,7 @@ def page_strings(max_chars: int) -> dict[str, str]:
         "error_nothing_to_regenerate": _("There is nothing to regenerate yet."),
         "error_invalid_json": _("The page sent a malformed frame. Reload the page."),
         "error_invalid_frame": _("The page sent a malformed frame. Reload the page."),
+        "error_signed_out": _("Your session has ended. Log in again."),
+        "error_access_revoked": _("You no longer have access to this organisation's chat."),
+        "error_conversation_gone": _("This conversation no longer exists."),
     }

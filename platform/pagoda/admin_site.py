@@ -1,13 +1,15 @@
 """The admin site: superusers and staff as usual, plus tenant admins, who see only their tenants' objects."""
 from django.contrib import admin
-from django.contrib.auth.forms import AuthenticationForm
+
+from tenants.authentication import ThrottledAuthenticationForm
 
 
 class PagodaAdminSite(admin.AdminSite):
     site_header = "Pagoda administration"
     # Django's admin login form accepts staff only; tenant admins are not staff. Any active user may
-    # log in here, and has_permission below decides who gets past the index.
-    login_form = AuthenticationForm
+    # log in here, and has_permission below decides who gets past the index. Failed logins are slowed
+    # down as on the login page (tenants.authentication).
+    login_form = ThrottledAuthenticationForm
     site_title = "Pagoda admin"
     index_title = "Tenants, prompts and profiles"
 

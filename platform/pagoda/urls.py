@@ -9,10 +9,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from tenants.authentication import ThrottledAuthenticationForm
+
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="chat:index", permanent=False), name="home"),
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("accounts/login/", auth_views.LoginView.as_view(
+        redirect_authenticated_user=True, authentication_form=ThrottledAuthenticationForm), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("console/", include("console.urls")),
     path("", include("chat.urls")),  # /chat/ (the socket is chat.routing's /ws/chat/<id>/)

@@ -9,6 +9,8 @@ class TenantsConfig(AppConfig):
         # At every engine start-up, pin the active system prompts of all tenants.
         import engine_runtime
 
+        from tenants import accounts  # noqa: F401 (receivers: deactivation ends sessions; account audit)
+        from tenants import authentication  # noqa: F401 (receivers: the audit of logins and logouts)
         from tenants import pinning
 
         engine_runtime.add_startup_hook(pinning.pin_all_active_prompts)

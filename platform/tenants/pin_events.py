@@ -46,14 +46,17 @@ REJOIN_EVERY_S = 600.0
 MAX_RETRY_DELAY_S = 30.0
 
 
-def pin_group(db: dict | None = None) -> str:
-    """The channel-layer group of an installation: pagoda.pins.<12 hex digits of its database's identity>.
-
-    `db` is a DATABASES entry (default: this process's "default").
-    """
+def installation_id(db: dict | None = None) -> str:
+    """12 hex digits naming an installation by its database's identity (channel-layer group names carry
+    it). `db` is a DATABASES entry (default: this process's "default")."""
     db = db or settings.DATABASES["default"]
     identity = f"{db['ENGINE']}|{db.get('HOST', '')}|{db.get('PORT', '')}|{db['NAME']}"
-    return "pagoda.pins." + hashlib.sha256(identity.encode()).hexdigest()[:12]
+    return hashlib.sha256(identity.encode()).hexdigest()[:12]
+
+
+def pin_group(db: dict | None = None) -> str:
+    """The channel-layer group of an installation: pagoda.pins.<installation_id(db)>."""
+    return "pagoda.pins." + installation_id(db)
 
 
 def shares_processes(layer: Any) -> bool:

@@ -37,6 +37,17 @@ def is_member(user, tenant: Tenant) -> bool:
     return user.is_authenticated and Membership.objects.filter(user=user, tenant=tenant).exists()
 
 
+def users_a_tenant_admin_may_add(admin_user) -> QuerySet:
+    """The users a tenant admin may pick for a membership: members of a tenant they administer, and
+    users of no tenant yet (pre-provisioned); never another tenant's people."""
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model().objects.filter(is_active=True)
+    administered = admin_tenants_for_user(admin_user)
+    return users.filter(Q(memberships__tenant__in=administered) | Q(memberships__isnull=True)).distinct().order_by(
+        "username")
+
+
 def members(tenant: Tenant) -> QuerySet[Membership]:
     return Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username")
 

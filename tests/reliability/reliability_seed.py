@@ -6,6 +6,7 @@ num_users users in each of acme and globex (both with a system prompt), each wit
 conversations and a logged-in session (the cookie a browser would send). north and south have no
 system prompt (the prefix-cache timing test). Every tenant has an API key; the profiles ignore EOS, so
 every reply is exactly max_tokens long ("quick", the default) or long_tokens long ("long").
+With "superuser": true, a superuser "root" (password ROOT_PASSWORD) for the admin site.
 """
 import json
 import os
@@ -33,6 +34,7 @@ PROMPTS = {
     "acme": "You are the assistant of Acme Corporation. Answer briefly and politely. " * 2,
     "globex": "You are Globex's internal assistant. Keep every answer short and plain. " * 2,
 }
+ROOT_PASSWORD = "root-pw-reliability"
 
 
 def _session(user) -> str:
@@ -69,6 +71,8 @@ def main() -> None:
             conversations = [services.create_conversation(tenant, user).pk for _ in range(num_conversations)]
             out["users"].append({"username": user.username, "id": user.pk, "tenant": slug,
                                  "session": _session(user), "conversations": conversations})
+    if spec.get("superuser"):
+        get_user_model().objects.create_superuser(username="root", password=ROOT_PASSWORD)
     print(json.dumps(out))
 
 

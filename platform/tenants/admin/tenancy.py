@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.db.models import Count
 
-from tenants import services
+from tenants import selectors, services
 from tenants.admin.scoping import TenantScopedAdmin, adopt
 from tenants.models import Membership, Tenant
 
@@ -47,6 +47,14 @@ class TenantAdmin(TenantScopedAdmin):
         else:
             adopt(obj, services.create_tenant(name=obj.name, slug=obj.slug, is_active=obj.is_active, actor=request.user))
 
+    def get_deleted_objects(self, objs, request):
+        deleted, model_count, perms_needed, protected = super().get_deleted_objects(objs, request)
+        if request.user.is_superuser:
+            # The rows that refuse a deletion of their own (the default profile, API keys, the prompt
+            # history, conversations) go with their tenant: the confirmation page lists them all.
+            perms_needed = set()
+        return deleted, model_count, perms_needed, protected
+
     def delete_model(self, request, obj):
         services.delete_tenant(obj, actor=request.user)
 
@@ -67,6 +75,11 @@ class MembershipAdmin(TenantScopedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return ["user", "tenant", "created_at"] if obj else ["created_at"]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "user" and not request.user.is_superuser:
+            kwargs["queryset"] = selectors.users_a_tenant_admin_may_add(request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def save_model(self, request, obj, form, change):
         adopt(obj, services.add_member(obj.tenant, obj.user, role=obj.role, actor=request.user))

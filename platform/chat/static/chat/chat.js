@@ -7,6 +7,8 @@
 
   const config = JSON.parse(document.getElementById("chat-config").textContent);
   const T = config.strings;
+  // Error codes sent just before the server closes the socket because the user's access ended.
+  const ACCESS_ENDED = ["signed_out", "access_revoked", "conversation_gone"];
   const $ = (selector) => document.querySelector(selector);
 
   window.PagodaThread.installPageBehaviour(T);
@@ -30,6 +32,7 @@
   let socket = null;
   let reconnectDelay = 1000;
   let closedForGood = false;
+  let accessNotice = ""; // why the server is about to close the socket (an access-ended error frame)
   let turn = null; // the reply being written: {reply, body, raw, user, replaced, started}
   let renderQueued = false;
 
@@ -170,6 +173,7 @@
         break;
       case "error": {
         const text = T["error_" + frame.code] || frame.message;
+        if (ACCESS_ENDED.includes(frame.code)) accessNotice = text;
         if (turn && !turn.started) undoTurn();
         else if (turn && frame.message_id) { // the reply was saved as failed
           view.renderMarkdown(turn.body, turn.raw);
@@ -204,7 +208,7 @@
         if (turn.started) { view.renderMarkdown(turn.body, turn.raw); view.setBadge(turn.reply, "stopped"); endTurn(); }
         else undoTurn();
       }
-      const reason = T["closed_" + event.code];
+      const reason = accessNotice || T["closed_" + event.code];
       if (reason) {
         closedForGood = true;
         setStatus("error");
