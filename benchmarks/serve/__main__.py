@@ -270,13 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from .server import start_server
 
-        engine_config = dict(args.engine_config)
-        engine_config.setdefault("max_model_len", max(args.input_len + args.output_len + 64,
-                                                      args.system_len * 2 + args.question_len + 128,
-                                                      args.input_len + args.probe_spec["background_output_len"] + 64))
-        args.engine_config = engine_config
         t0 = time.perf_counter()
-        server = start_server(work_dir / "server", model, device, engine_config=engine_config,
+        server = start_server(work_dir / "server", model, device, engine_config=args.engine_config,
                               output_len=args.output_len, system_prompt=args.probe_spec["system"],
                               database_url=args.database_url)
         print(f"# server {server.url} ready in {time.perf_counter() - t0:.0f}s (log {server.log_path})", flush=True)
@@ -296,6 +291,12 @@ def main(argv: list[str] | None = None) -> int:
             e = engine_out["workloads"].get(run.get("engine_workload", ""))
             if e:
                 run["engine"] = e
+                # Both sides must have served the same token ids (the chat template applied alike).
+                run["same_prompt_tokens"] = all(
+                    a == b for a, b in zip(run["server"]["prompt_tokens_each"], e["prompt_tokens_each"]) if a)
+                if not run["same_prompt_tokens"]:
+                    print(f"! {run['endpoint']} c={run['concurrency']}: the server's prompt token counts differ "
+                          "from the engine's", flush=True)
                 if e["output_throughput"]:
                     run["ratio"] = run["server"]["output_throughput"] / e["output_throughput"]
     engine_probe = engine_out["probe"] if engine_out else None
