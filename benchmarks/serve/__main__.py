@@ -137,6 +137,7 @@ class Target:
                  password: str | None, tenant: str):
         self.url, self.api_key, self.pinned_api_key, self.model = url, api_key, pinned_api_key, model
         self.username, self.password, self.tenant = username, password, tenant
+        self.conversations: list[int] = []  # untouched conversations made ahead (the started server's)
         self._login: ChatLogin | None = None
 
     def login(self) -> ChatLogin:
@@ -149,10 +150,21 @@ async def run_endpoint(target: Target, endpoint: str, ids: list[list[int]], text
                        concurrency: int | None, rate: float, seed: int) -> tuple[list, float]:
     if endpoint == "ws":
         login = target.login()
-        conversations = [login.new_conversation() for _ in texts]  # before the clock starts
+        lock = asyncio.Lock()
 
         async def send(i: int):
-            return await chat_turn(target.url, login.session, conversations[i], texts[i], target.model)
+            if target.conversations:
+                conversation = target.conversations.pop()
+                return await chat_turn(target.url, login.session, conversation, texts[i], target.model)
+            # --url: "New chat" hands out the same untouched conversation until a turn is saved in it, so
+            # one request at a time gets its conversation and starts its turn.
+            async with lock:
+                conversation = await asyncio.to_thread(login.new_conversation)
+                started = asyncio.Event()
+                task = asyncio.create_task(chat_turn(target.url, login.session, conversation, texts[i],
+                                                     target.model, started=started))
+                await started.wait()
+            return await task
 
         return await run_load(send, len(texts), concurrency, rate, seed)
     async with HttpSession(target.url, concurrency or len(ids)) as session:
@@ -273,10 +285,12 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         server = start_server(work_dir / "server", model, device, engine_config=args.engine_config,
                               output_len=args.output_len, system_prompt=args.probe_spec["system"],
+                              num_conversations=2 + sum(r["num_prompts"] for r in runs if r["endpoint"] == "ws"),
                               database_url=args.database_url)
         print(f"# server {server.url} ready in {time.perf_counter() - t0:.0f}s (log {server.log_path})", flush=True)
         target = Target(server.url, server.api_key, server.pinned_api_key, server.profile, server.username,
                         server.password, "bench")
+        target.conversations = list(server.conversations)
     try:
         workloads, api_probe = serve_phase(args, target, runs, prompts)
     finally:
@@ -295,8 +309,9 @@ def main(argv: list[str] | None = None) -> int:
                 run["same_prompt_tokens"] = all(
                     a == b for a, b in zip(run["server"]["prompt_tokens_each"], e["prompt_tokens_each"]) if a)
                 if not run["same_prompt_tokens"]:
-                    print(f"! {run['endpoint']} c={run['concurrency']}: the server's prompt token counts differ "
-                          "from the engine's", flush=True)
+                    print(f"! {run['endpoint']} c={run['concurrency']}: the server's prompt token counts "
+                          f"{run['server']['prompt_tokens_each']} differ from the engine's {e['prompt_tokens_each']}",
+                          flush=True)
                 if e["output_throughput"]:
                     run["ratio"] = run["server"]["output_throughput"] / e["output_throughput"]
     engine_probe = engine_out["probe"] if engine_out else None

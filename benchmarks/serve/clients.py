@@ -197,8 +197,9 @@ class ChatLogin:
 
 
 async def chat_turn(base_url: str, session: str, conversation_id: int, content: str, profile: str | None,
-                    timeout: float = 600) -> RequestResult:
-    """Open the conversation's socket as the browser does, send one message, read up to done / error."""
+                    timeout: float = 600, started: asyncio.Event | None = None) -> RequestResult:
+    """Open the conversation's socket as the browser does, send one message, read up to done / error.
+    `started` is set when the start frame came (the turn is saved) or the turn ended."""
     from websockets.asyncio.client import connect
 
     ws_url = base_url.replace("http", "ws", 1).rstrip("/") + f"/ws/chat/{conversation_id}/"
@@ -213,6 +214,8 @@ async def chat_turn(base_url: str, session: str, conversation_id: int, content: 
             while True:
                 got = json.loads(await asyncio.wait_for(ws.recv(), timeout))
                 now = time.perf_counter()
+                if got["type"] == "start" and started is not None:
+                    started.set()
                 if got["type"] == "delta" and got.get("text"):
                     result.chunk_times.append(now)
                 elif got["type"] == "error":
@@ -227,3 +230,6 @@ async def chat_turn(base_url: str, session: str, conversation_id: int, content: 
     except Exception as exc:  # noqa: BLE001
         result.error = f"{type(exc).__name__}: {exc}"[:500]
         return result
+    finally:
+        if started is not None:
+            started.set()

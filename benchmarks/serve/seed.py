@@ -2,8 +2,11 @@
 deploy/run.sh does: migrate, bootstrap) plus the tenants, key, user and sampling profile a run needs.
 
 Run as `python -m benchmarks.serve.seed` in the server's environment (DATABASE_URL, PAGODA_VAR_DIR,
-SECRET_KEY, ...) with SERVEBENCH_SEED, a JSON object {"output_len", "password", "system_prompt_file"};
-prints one JSON line: {"api_key", "pinned_api_key", "username", "profile"}.
+SECRET_KEY, ...) with SERVEBENCH_SEED, a JSON object {"output_len", "password", "system_prompt_file", "num_conversations"};
+prints one JSON line: {"api_key", "pinned_api_key", "username", "profile", "conversations": [ids]}.
+Each chat socket request gets a conversation of its own (a conversation's history would grow the
+prompt); they are made here because "New chat" (POST /chat/new/) hands out the same untouched
+conversation until its first turn is saved.
 
 Tenants: "bench" has no system prompt (the throughput runs: a prompt is exactly the client's tokens,
 and the cold side of the probe); "pinned" has the probe's long system prompt, which the server pins
@@ -60,6 +63,14 @@ def main() -> None:
     _command("set_system_prompt", "pinned", file=spec["system_prompt_file"], no_engine=True,
              note="servebench probe")
     _command("add_member", "bench", USERNAME, create=True, password=spec["password"])
+    from django.contrib.auth import get_user_model
+
+    from tenants import services
+    from tenants.models import Tenant
+
+    user, tenant = get_user_model().objects.get(username=USERNAME), Tenant.objects.get(slug="bench")
+    out["conversations"] = [services.create_conversation(tenant, user).pk
+                            for _ in range(spec.get("num_conversations", 0))]
     out["api_key"] = _command("create_api_key", "bench", "servebench").splitlines()[-1]
     out["pinned_api_key"] = _command("create_api_key", "pinned", "servebench probe").splitlines()[-1]
     print(json.dumps(out))

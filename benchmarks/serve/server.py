@@ -30,6 +30,7 @@ class Server:
     process: subprocess.Popen
     log_path: Path
     secret_key: str
+    conversations: list[int]  # the chat user's, untouched: one per socket request
 
     def stats(self) -> dict:
         """The whole engine's numbers and pins (/console/engine/stats.json, token from SECRET_KEY)."""
@@ -78,7 +79,8 @@ def server_env(folder: Path, model: str, device: str, engine_config: dict, secre
 
 
 def start_server(folder: Path, model: str, device: str, *, engine_config: dict, output_len: int,
-                 system_prompt: str, database_url: str | None = None, ready_timeout: float = 1800) -> Server:
+                 system_prompt: str, num_conversations: int = 0, database_url: str | None = None,
+                 ready_timeout: float = 1800) -> Server:
     """Seed a fresh database in `folder`, start daphne on a free port, wait until it is ready."""
     folder.mkdir(parents=True, exist_ok=True)
     secret_key, password = secrets.token_urlsafe(50), secrets.token_urlsafe(16)
@@ -86,7 +88,8 @@ def start_server(folder: Path, model: str, device: str, *, engine_config: dict, 
     prompt_file = folder / "system_prompt.txt"
     prompt_file.write_text(system_prompt, encoding="utf-8")
     env_seed = {**env, "SERVEBENCH_SEED": json.dumps({"output_len": output_len, "password": password,
-                                                      "system_prompt_file": str(prompt_file)})}
+                                                      "system_prompt_file": str(prompt_file),
+                                                      "num_conversations": num_conversations})}
     done = subprocess.run([sys.executable, "-m", "benchmarks.serve.seed"], env=env_seed, cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
@@ -99,7 +102,7 @@ def start_server(folder: Path, model: str, device: str, *, engine_config: dict, 
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "--websocket_connect_timeout",
              "30", "pagoda.asgi:application"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     server = Server(f"http://127.0.0.1:{port}", seeded["api_key"], seeded["pinned_api_key"], seeded["username"],
-                    password, seeded["profile"], process, log_path, secret_key)
+                    password, seeded["profile"], process, log_path, secret_key, seeded["conversations"])
     try:
         wait_ready(server, "tenant:pinned", ready_timeout)
     except BaseException:
