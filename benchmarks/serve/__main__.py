@@ -127,7 +127,10 @@ class Prompts:
         return [self.rng.randrange(self.low, self.high) for _ in range(n)]
 
     def text(self, n: int) -> str:
-        return self.tokenizer.decode(self.ids(n), skip_special_tokens=True)
+        # set_system_prompt --file reads the prompt in text mode, which turns "\r" into "\n": the engine's
+        # side of the probe must see the text the platform pinned.
+        text = self.tokenizer.decode(self.ids(n), skip_special_tokens=True)
+        return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 class Target:
