@@ -9,7 +9,8 @@
 #   # there, before the benchmark (PYTHONPATH keeps the image's own packages in front of nothing else):
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
 #       .whl/*.whl && export PYTHONPATH=/tmp/site
-#   python3 -m benchmarks.serve --device cuda --sweep
+#   python3 -m benchmarks.serve --device cuda --sweep --tokenizer-from .whl/smollm2-tokenizer
+# The device has no SmolLM2 either: its tokenizer files (not its weights) are copied to .whl/smollm2-tokenizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -32,6 +33,15 @@ mkdir -p "$DEST"
 args=(--no-deps --only-binary=:all: --python-version 3.12 --implementation cp -d "$DEST" -q)
 for p in "${PLATFORMS[@]}"; do args+=(--platform "$p"); done
 "$PY" -m pip download "${args[@]}" "${WHEELS[@]}"
+tok="${PAGODA_CACHE_DIR:-$HOME/.cache/pagoda}/models/smollm2-135m-instruct"
+if [ -f "$tok/tokenizer.json" ]; then
+  mkdir -p "$DEST/smollm2-tokenizer"
+  for f in "$tok"/*; do
+    case "$(basename "$f")" in *.safetensors|config.json|pagoda-converted.json) ;; *) cp "$f" "$DEST/smollm2-tokenizer/" ;; esac
+  done
+else
+  echo "no SmolLM2 cache at $tok: run deploy/test.sh (or start the server) once, then this again" >&2
+fi
 du -sh "$DEST"
 echo "install there: python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade" \
      "--target /tmp/site $DEST/*.whl && export PYTHONPATH=/tmp/site"
