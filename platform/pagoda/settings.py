@@ -36,6 +36,30 @@ Environment:
   PAGODA_SSL_REDIRECT / PAGODA_HSTS_SECONDS / PAGODA_HSTS_INCLUDE_SUBDOMAINS / PAGODA_HSTS_PRELOAD
                     with the above: default true / one year / true / false
   PAGODA_VAR_DIR    where the generated secret key and the SQLite file live (default var/ in the repository)
+Single sign-on (platform/sso; docs/ADMIN.md, "Single sign-on"):
+  PAGODA_PASSWORD_LOGIN  false: local passwords no longer log anyone in (the superuser's neither); needs
+                    OpenID Connect or LDAP below (default true)
+  PAGODA_OIDC_CLIENT_ID  turns OpenID Connect on (authorization code + PKCE); with it, all of:
+  PAGODA_OIDC_ISSUER  the provider's issuer, exactly as in its discovery document and its ID tokens' iss
+  PAGODA_OIDC_AUTHORIZATION_ENDPOINT / PAGODA_OIDC_TOKEN_ENDPOINT / PAGODA_OIDC_USERINFO_ENDPOINT /
+  PAGODA_OIDC_JWKS_ENDPOINT  from <issuer>/.well-known/openid-configuration
+  PAGODA_OIDC_CLIENT_SECRET  of a confidential client (sent as HTTP Basic); empty for a public client
+  PAGODA_OIDC_SCOPES  default "openid email profile" (add what makes your provider send groups)
+  PAGODA_OIDC_SIGN_ALGO  the ID tokens' algorithm (default RS256)
+  PAGODA_OIDC_GROUPS_CLAIM  the claim listing the user's groups (default groups)
+  PAGODA_OIDC_USERNAME_CLAIM  names a new user (default preferred_username; else email, else sub)
+  PAGODA_OIDC_BUTTON_LABEL  "Sign in with <label>" on the login page (default single sign-on)
+  PAGODA_OIDC_LEEWAY_SECONDS  clock skew allowed on exp / iat (default 60)
+  PAGODA_OIDC_VERIFY_TLS / PAGODA_OIDC_CA_BUNDLE  check the provider's certificate (default true) / with
+                    this CA file; PAGODA_OIDC_TIMEOUT_SECONDS per call to the provider (default 10)
+  PAGODA_LDAP_URI   turns LDAP / Active Directory on: ldap://dc1.example.com or ldaps://...; with it:
+  PAGODA_LDAP_USER_SEARCH_BASE / PAGODA_LDAP_GROUP_SEARCH_BASE  where users and groups are found
+  PAGODA_LDAP_BIND_DN / PAGODA_LDAP_BIND_PASSWORD  the service account that searches (empty: anonymous)
+  PAGODA_LDAP_GROUP_TYPE  groupOfNames (default) | groupOfUniqueNames | posixGroup | activeDirectory |
+                    nestedActiveDirectory
+  PAGODA_LDAP_USER_FILTER  default (uid=%(user)s), or (sAMAccountName=%(user)s) for Active Directory
+  PAGODA_LDAP_START_TLS / PAGODA_LDAP_CA_FILE / PAGODA_LDAP_TIMEOUT_SECONDS  default false / none / 10
+  PAGODA_LDAP_ATTR_FIRST_NAME / _LAST_NAME / _EMAIL  default givenName / sn / mail
 Several replicas (deploy/, docs/DEPLOY.md) need one DATABASE_URL, one REDIS_URL and one SECRET_KEY.
 """
 import json
@@ -44,6 +68,7 @@ import secrets
 from pathlib import Path
 
 from pagoda import env
+from sso import environment as sso_env
 
 BASE_DIR = Path(__file__).resolve().parents[2]  # the repository root
 PLATFORM_DIR = BASE_DIR / "platform"
@@ -96,6 +121,8 @@ INSTALLED_APPS = [
     "api",  # the OpenAI-compatible REST API under /v1/
     "observability",
     "chat",  # the employees' browser chat: page, history and the /ws/chat/ WebSocket
+    "mozilla_django_oidc",
+    "sso",  # single sign-on: OpenID Connect, LDAP / Active Directory, group -> tenant mappings
 ]
 
 MIDDLEWARE = [
@@ -123,6 +150,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "sso.context.login_options",
             ],
         },
     },
@@ -149,6 +177,13 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# --- single sign-on (see platform/sso) ---
+PAGODA_PASSWORD_LOGIN = env.parse_bool(os.environ.get("PAGODA_PASSWORD_LOGIN"), default=True)
+globals().update(sso_env.oidc_settings(os.environ))
+globals().update(sso_env.ldap_settings(os.environ))
+AUTHENTICATION_BACKENDS = sso_env.authentication_backends(
+    oidc=PAGODA_OIDC_ENABLED, ldap=PAGODA_LDAP_ENABLED, password_login=PAGODA_PASSWORD_LOGIN)  # noqa: F821
+PAGODA_OIDC_BUTTON_LABEL = globals().get("PAGODA_OIDC_BUTTON_LABEL", "single sign-on")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

@@ -1,4 +1,4 @@
-"""URL map. Each app owns its prefix: /console/ (tenant console), /admin/, /accounts/ (login);
+"""URL map. Each app owns its prefix: /console/ (tenant console), /admin/, /accounts/ (login), /sso/ (single sign-on);
 observability serves /health and /metrics at the root.
 
 The chat app serves /chat/ (the home page: employees land in their chat); /i18n/setlang/ switches the
@@ -17,6 +17,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(
         redirect_authenticated_user=True, authentication_form=ThrottledAuthenticationForm), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("sso/", include("sso.urls")),  # OpenID Connect login and callback
     path("console/", include("console.urls")),
     path("", include("chat.urls")),  # /chat/ (the socket is chat.routing's /ws/chat/<id>/)
     path("i18n/", include("django.conf.urls.i18n")),  # set_language: the language switch
