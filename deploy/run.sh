@@ -4,7 +4,8 @@
 # with the embedded default model (SmolLM2-135M-Instruct on the CPU unless a GPU is visible).
 #
 # Environment (all optional): PORT, HOST (default 127.0.0.1), DATABASE_URL, REDIS_URL, PAGODA_MODEL,
-# PAGODA_DEVICE, PAGODA_ADMIN_USER / PAGODA_ADMIN_PASSWORD (first superuser), SECRET_KEY, ALLOWED_HOSTS.
+# PAGODA_DEVICE, PAGODA_ADMIN_USER / PAGODA_ADMIN_PASSWORD (first superuser), SECRET_KEY, ALLOWED_HOSTS,
+# PAGODA_WEB_PROCESSES (web processes sharing the one engine core; default 1, see platform/pagoda/serve.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,4 +28,8 @@ cat <<MSG
 
 MSG
 # 30 s, not daphne's 5 s: under a burst of new chats the handshake waits behind the engine and the DB.
+if [ "${PAGODA_WEB_PROCESSES:-1}" -gt 1 ]; then
+  exec .venv/bin/python -m pagoda.serve --host "$HOST" --port "$PORT" --processes "$PAGODA_WEB_PROCESSES" \
+    -- --websocket_connect_timeout 30
+fi
 exec .venv/bin/daphne -b "$HOST" -p "$PORT" --websocket_connect_timeout 30 pagoda.asgi:application

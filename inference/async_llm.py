@@ -32,18 +32,22 @@ class PinInfo:
 class AsyncLLM:
     """Asyncio-friendly front of an engine core (see the README's engine section).
 
-    `AsyncLLM(config)` starts the core in a child process and returns once the model is loaded.
+    `AsyncLLM(config)` starts the core in a child process and returns once the model is loaded; with
+    `listen_path`, other processes' AsyncLLM(config, connect=listen_path) share that core.
     `AsyncLLM(config, process=False)` or `AsyncLLM(engine=LLMEngine(...))` runs the core in a thread of
     this process over the same messages; `self.engine` is then the LLMEngine (None otherwise).
     """
 
     def __init__(self, config: EngineConfig | None = None, progress: bool = True, engine: LLMEngine | None = None,
-                 process: bool = True):
+                 process: bool = True, listen_path: str | None = None, connect: str | None = None):
         config = config or (engine.config if engine is not None else EngineConfig())
         self.engine: LLMEngine | None = None
-        if engine is None and process:
+        if connect is not None:
             self.tokenizer = _load_tokenizer(config.model)
-            self.core = CoreClient(config, progress=progress)
+            self.core = CoreClient(connect=connect)
+        elif engine is None and process:
+            self.tokenizer = _load_tokenizer(config.model)
+            self.core = CoreClient(config, progress=progress, listen_path=listen_path)
         else:
             owns = engine is None  # then the core's thread shuts it down (a tensor-parallel one's workers)
             self.engine = engine or LLMEngine(config, progress=progress)

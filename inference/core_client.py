@@ -1,8 +1,9 @@
 """CoreClient: a frontend's end of an EngineCore (engine_core.py).
 
-`CoreClient(config)` starts the core as a child process and waits until its model is loaded;
-`CoreClient(engine=...)` runs the core over an engine built here, in a thread (tests that reach into
-the engine's internals use this). Commands go out from any thread. One reader thread takes the
+`CoreClient(config)` starts the core as a child process and waits until its model is loaded (with
+`listen_path`, the core also takes other frontends there); `CoreClient(connect=path)` is such another
+frontend, of a core another process started; `CoreClient(engine=...)` runs the core over an engine
+built here, in a thread (tests that reach into the engine's internals use this). Commands go out from any thread. One reader thread takes the
 core's messages: a step's deltas are grouped by the event loop that asked for each request, and each
 loop is woken once per step (one `call_soon_threadsafe`), not once per token.
 """
@@ -37,7 +38,7 @@ class CoreClient:
     core_command: list[str] = [sys.executable, "-m", "inference.engine_core"]
 
     def __init__(self, config: EngineConfig | None = None, engine: Any = None, progress: bool = True,
-                 owns_engine: bool = False):
+                 owns_engine: bool = False, listen_path: str | None = None, connect: str | None = None):
         self.error: str | None = None
         self.process: subprocess.Popen | None = None
         self._core_thread: threading.Thread | None = None
@@ -48,17 +49,37 @@ class CoreClient:
         self._closed = False  # set (under _sinks_lock) once every request has been failed
         self._calls: dict[int, concurrent.futures.Future] = {}
         self._call_ids = itertools.count()
-        ours, theirs = socket.socketpair()
-        self.conn = Connection(ours.detach())
-        if engine is None:
-            self.info = self._start_process(theirs, config or EngineConfig(), progress)
+        if connect is not None:
+            self.conn, self.info = self._connect(connect)
         else:
-            self.info = self._start_thread(theirs, engine, owns_engine)
+            ours, theirs = socket.socketpair()
+            self.conn = Connection(ours.detach())
+            if engine is None:
+                self.info = self._start_process(theirs, config or EngineConfig(), progress, listen_path)
+            else:
+                self.info = self._start_thread(theirs, engine, owns_engine)
         self._reader = threading.Thread(target=self._read, name="pagoda-engine-reader", daemon=True)
         self._reader.start()
 
     # -- starting ----------------------------------------------------------------------------------------
-    def _start_process(self, theirs: socket.socket, config: EngineConfig, progress: bool) -> dict:
+    @staticmethod
+    def _connect(path: str) -> tuple[Connection, dict]:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+        except OSError as e:
+            sock.close()
+            raise EngineDeadError(f"no engine core answers at {path}: {e.strerror or e}") from None
+        conn = Connection(sock.detach())
+        try:
+            kind, info = conn.recv()
+        except (EOFError, OSError):
+            conn.close()
+            raise EngineDeadError(f"the engine core at {path} closed the connection") from None
+        return conn, info
+
+    def _start_process(self, theirs: socket.socket, config: EngineConfig, progress: bool,
+                       listen_path: str | None) -> dict:
         fd = theirs.fileno()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH")) if p)
@@ -67,7 +88,7 @@ class CoreClient:
             pass_fds=(fd,), env=env, cwd=str(_ROOT))
         theirs.close()
         try:
-            self.conn.send((config, progress))
+            self.conn.send((config, progress, listen_path))
             kind, value = self.conn.recv()  # blocks while the model loads
         except (EOFError, OSError):
             code = self.process.wait()

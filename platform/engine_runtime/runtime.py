@@ -54,12 +54,30 @@ def add_startup_hook(hook: StartupHook) -> None:
         _startup_hooks.append(hook)
 
 
+_CONNECT_RETRY_S = 0.5
+_CONNECT_TIMEOUT_S = 1800.0  # a process sharing another's core waits this long for it to (re)load
+
+
 def _build_engine() -> Any:
-    """Construct the engine from settings (tests replace this to avoid loading a model)."""
+    """Construct the engine from settings (tests replace this to avoid loading a model).
+
+    The engine core runs in a child process. With PAGODA_ENGINE_CONNECT this process instead uses the
+    core of another web process of the same server (pagoda.serve), waiting while that one loads it.
+    """
     from inference import AsyncLLM, EngineConfig
+    from inference.errors import EngineDeadError
 
     config = EngineConfig(model=settings.PAGODA_MODEL, device=settings.PAGODA_DEVICE, **settings.PAGODA_ENGINE_CONFIG)
-    return AsyncLLM(config, progress=False)
+    if settings.PAGODA_ENGINE_CONNECT:
+        deadline = time.monotonic() + _CONNECT_TIMEOUT_S
+        while True:
+            try:
+                return AsyncLLM(config, connect=settings.PAGODA_ENGINE_CONNECT)
+            except EngineDeadError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(_CONNECT_RETRY_S)
+    return AsyncLLM(config, progress=False, listen_path=settings.PAGODA_ENGINE_LISTEN)
 
 
 def start(background: bool = False) -> None:

@@ -11,6 +11,9 @@ Environment:
   PAGODA_DEVICE     auto | cpu | cuda (default auto)
   PAGODA_ENGINE     on (start at ASGI start-up) | lazy (start on first use) | off (never; tests) — default on
   PAGODA_ENGINE_CONFIG  JSON object of extra EngineConfig fields, e.g. {"max_model_len": 4096}
+  PAGODA_WEB_PROCESSES  web processes sharing one engine core (deploy/run.sh, `python -m pagoda.serve`;
+                    default 1). The launcher sets, per process: PAGODA_ENGINE_LISTEN (the first process's
+                    core also takes the others on this Unix socket) or PAGODA_ENGINE_CONNECT (use that core)
   PAGODA_PIN_SYNC_SECONDS  how often the server picks up prompt changes made by other processes (default 5; 0 off)
   PAGODA_ENGINE_MAX_RESTARTS  restarts of a crashed engine loop per hour before it is left to the
                     process supervisor (/health stays 503); default 3, 0: never restart in-process
@@ -205,6 +208,8 @@ PAGODA_ENGINE = os.environ.get("PAGODA_ENGINE", "on").strip().lower()
 if PAGODA_ENGINE not in {"on", "lazy", "off"}:
     raise ValueError(f"PAGODA_ENGINE must be on, lazy or off, not {PAGODA_ENGINE!r}")
 PAGODA_ENGINE_CONFIG = json.loads(os.environ.get("PAGODA_ENGINE_CONFIG") or "{}")
+PAGODA_ENGINE_LISTEN = os.environ.get("PAGODA_ENGINE_LISTEN") or None
+PAGODA_ENGINE_CONNECT = os.environ.get("PAGODA_ENGINE_CONNECT") or None
 # How often the server re-reads the active system prompts to pin changes made by other processes
 # (management commands, other workers); 0 turns the watcher off.
 PAGODA_PIN_SYNC_SECONDS = float(os.environ.get("PAGODA_PIN_SYNC_SECONDS", "5"))

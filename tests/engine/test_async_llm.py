@@ -235,3 +235,46 @@ async def test_a_reader_that_falls_behind_gets_the_piled_up_tokens_as_one_delta(
     assert [t for d in got for t in d.token_ids] == want
     assert len(got) == 2 and got[-1].finished and got[-1].num_output_tokens == 24
     assert got[-1].metrics["first_token"] is not None and got[-1].metrics["finished"] is not None
+
+
+async def test_two_frontends_share_one_core_each_getting_its_own_streams(tmp_path, tiny_llama_path):
+    """The server's web processes share one engine core: the second connects to the first's socket."""
+    config = EngineConfig(model=str(tiny_llama_path), device="cpu", num_kv_blocks=64)
+    path = str(tmp_path / "core.sock")
+    first = AsyncLLM(config, listen_path=path)
+    second = AsyncLLM(config, connect=path)
+    try:
+        params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+        prompts = [list(range(300 + 7 * i, 320 + 7 * i)) for i in range(4)]
+        want = [[t for d in await collect(first, f"solo{i}", p, params) for t in d.token_ids]
+                for i, p in enumerate(prompts)]
+        got = await asyncio.gather(*(collect(fe, f"r{i}", p, params)
+                                     for i, (fe, p) in enumerate(zip([first, second] * 2, prompts))))
+        assert [[t for d in ds for t in d.token_ids] for ds in got] == want
+        # A pin made through one frontend serves the other's requests.
+        assert first.pin_prefix("tenant:acme", list(range(3000, 3032)), tenant="acme").num_tokens == 32
+        hit = await collect(second, "hit", list(range(3000, 3032)) + [5], SamplingParams(max_tokens=1), "acme")
+        assert hit[-1].num_cached_tokens == 32 and "tenant:acme" in second.pins()
+        # The second frontend leaving mid-stream aborts its request; the core goes on serving the first.
+        started = asyncio.Event()
+
+        async def long_stream():
+            async for _ in second.generate("left", [9, 8, 7], SamplingParams(max_tokens=5000, ignore_eos=True)):
+                started.set()
+
+        task = asyncio.create_task(long_stream())
+        await asyncio.wait_for(started.wait(), 30)
+        second.shutdown()
+        with pytest.raises(EngineDeadError):
+            await asyncio.wait_for(task, 10)
+        for _ in range(100):
+            if first.stats()["num_running"] == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert first.stats()["num_blocks_used"] == first.stats()["num_blocks_pinned"]
+        assert first.is_alive()
+    finally:
+        second.shutdown()
+        first.shutdown()
+    with pytest.raises(EngineDeadError, match="no engine core answers"):
+        AsyncLLM(config, connect=path)

@@ -81,19 +81,23 @@ def _stats_headers(secret_key: str) -> dict[str, str]:
     return {panels.STATS_TOKEN_HEADER: token}
 
 
-def _start(env: dict[str, str], log_path: Path, faults: bool, daphne_args: list[str]) -> tuple[subprocess.Popen, str]:
+def _start(env: dict[str, str], log_path: Path, faults: bool, daphne_args: list[str],
+           web_processes: int = 1) -> tuple[subprocess.Popen, str]:
     port = live.free_port()
-    entry = [str(HERE / "faulty_daphne.py")] if faults else ["-m", "daphne"]
     log = open(log_path, "wb")
-    process = subprocess.Popen([PYTHON, *entry, "-b", "127.0.0.1", "-p", str(port), *daphne_args,
-                                "pagoda.asgi:application"],
-                               env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    if web_processes > 1:  # pagoda.serve: several daphne processes sharing one engine core
+        command = [PYTHON, "-m", "pagoda.serve", "--host", "127.0.0.1", "--port", str(port),
+                   "--processes", str(web_processes), "--", *daphne_args]
+    else:
+        entry = [str(HERE / "faulty_daphne.py")] if faults else ["-m", "daphne"]
+        command = [PYTHON, *entry, "-b", "127.0.0.1", "-p", str(port), *daphne_args, "pagoda.asgi:application"]
+    process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     return process, f"http://127.0.0.1:{port}"
 
 
 def launch(folder: Path, model: str, *, engine_config: dict, seed: dict, database_url: str | None = None,
            faults: bool = False, extra_env: dict | None = None, ready_timeout: float = 300,
-           daphne_args: list[str] | None = None) -> RelServer:
+           daphne_args: list[str] | None = None, web_processes: int = 1) -> RelServer:
     """Seed a database, start the server and wait until its engine is ready and the prompts pinned."""
     import secrets
 
@@ -111,7 +115,7 @@ def launch(folder: Path, model: str, *, engine_config: dict, seed: dict, databas
         raise RuntimeError(f"seeding the reliability database failed:\n{done.stderr[-4000:]}")
     seeded = json.loads(done.stdout.strip().splitlines()[-1])
     log_path = folder / "server.log"
-    process, url = _start(env, log_path, faults, daphne_args or [])
+    process, url = _start(env, log_path, faults, daphne_args or [], web_processes)
     server = RelServer(url=url, keys=seeded["keys"], prompts=seeded["prompts"], db=live.LiveDb(database_url),
                        stats_headers=_stats_headers(secret_key), log_path=log_path, process=process,
                        users=seeded["users"], tenants=seeded["tenants"], env=env)
