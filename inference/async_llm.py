@@ -6,6 +6,7 @@ asked for them, one wake-up of that loop per engine step.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass
 from typing import AsyncIterator
@@ -53,6 +54,9 @@ class AsyncLLM:
             self.engine = engine or LLMEngine(config, progress=progress)
             self.tokenizer = self.engine.tokenizer
             self.core = CoreClient(engine=self.engine, owns_engine=owns)
+        # Special tokens, longest first (a chat turn's text starts with one): see encode_chat.
+        self._special_tokens = tuple(sorted(self.tokenizer.all_special_tokens, key=len, reverse=True)) or ("\0",)
+        self._system_prefix = functools.lru_cache(maxsize=256)(self._render_system_prefix)
         self.model_name: str = self.core.info["model_name"]
         self.max_model_len: int = self.core.info["max_model_len"]
         self.vocab_size: int = self.core.info["vocab_size"]
@@ -71,13 +75,27 @@ class AsyncLLM:
 
     # -- requests ------------------------------------------------------------------------------------
     def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
+        """The chat template's tokens for `messages`. A tenant's system turn is the same text in every
+        chat: its tokens are kept (per system prompt) and only the rest is tokenized, where the rest
+        starts with a special token (the tokenizer splits there, so the result is the same)."""
         text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt,
                                                   tokenize=False)
+        system = messages[0].get("content") if messages and messages[0].get("role") == "system" else None
+        if isinstance(system, str) and len(messages) > 1:
+            prefix_text, prefix_ids = self._system_prefix(system)
+            rest = text[len(prefix_text):]
+            if text.startswith(prefix_text) and rest.startswith(self._special_tokens):
+                return prefix_ids + self.tokenizer.encode(rest, add_special_tokens=False)
         return self.tokenizer.encode(text, add_special_tokens=False)
 
     def encode_system_prefix(self, system_prompt: str) -> list[int]:
         """The tokens a chat prompt with this system prompt starts with: what gets pinned."""
-        return self.encode_chat([{"role": "system", "content": system_prompt}], add_generation_prompt=False)
+        return list(self._system_prefix(system_prompt)[1])
+
+    def _render_system_prefix(self, system_prompt: str) -> tuple[str, list[int]]:
+        text = self.tokenizer.apply_chat_template([{"role": "system", "content": system_prompt}],
+                                                  add_generation_prompt=False, tokenize=False)
+        return text, self.tokenizer.encode(text, add_special_tokens=False)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))

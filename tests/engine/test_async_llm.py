@@ -278,3 +278,23 @@ async def test_two_frontends_share_one_core_each_getting_its_own_streams(tmp_pat
         first.shutdown()
     with pytest.raises(EngineDeadError, match="no engine core answers"):
         AsyncLLM(config, connect=path)
+
+
+def test_a_chat_with_a_known_system_prompt_tokenizes_as_the_whole_text_does(engine):
+    """encode_chat reuses the system turn's tokens; the result must equal tokenizing the whole text."""
+    tok = engine.tokenizer
+    system = "You are Acme's assistant. 사내 규정을 따르세요.\n" * 20
+    chats = [
+        [{"role": "system", "content": system}, {"role": "user", "content": "안녕? What's up?"}],
+        [{"role": "system", "content": system}, {"role": "user", "content": "a"},
+         {"role": "assistant", "content": "b"}, {"role": "user", "content": " leading space\n"}],
+        [{"role": "system", "content": system + " "}, {"role": "user", "content": "trailing-space system"}],
+        [{"role": "user", "content": "no system turn"}],
+    ]
+    for messages in chats * 2:  # the second time from the kept prefix
+        whole = tok.encode(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
+                           add_special_tokens=False)
+        assert engine.encode_chat(messages) == whole
+    assert engine.encode_system_prefix(system) == tok.encode(
+        tok.apply_chat_template([{"role": "system", "content": system}], tokenize=False), add_special_tokens=False)
+    assert engine._system_prefix.cache_info().hits >= 3
