@@ -96,6 +96,7 @@ INSTALLED_APPS = [
     "api",  # the OpenAI-compatible REST API under /v1/
     "observability",
     "chat",  # the employees' browser chat: page, history and the /ws/chat/ WebSocket
+    "governance",  # budgets, the usage ledger, retention, employees' export and erasure
 ]
 
 MIDDLEWARE = [
