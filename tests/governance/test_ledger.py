@@ -115,4 +115,7 @@ def test_console_csv_export_is_for_that_tenants_admins_only(client, tenant, othe
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
     assert response.content.decode().count("\n") == 2  # header + one reply
     assert client.get("/console/acme/usage.csv?month=soon").status_code == 400
+    key, _ = services.create_api_key(tenant, "=HYPERLINK(1)")
+    ledger.record_api_call(services.record_api_usage(key, endpoint="completions", status_code=200), key)
+    assert "'=HYPERLINK(1)" in client.get("/console/acme/usage.csv").content.decode()  # never a formula
     assert client.get("/console/globex/usage.csv").status_code == 404
