@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from api import ratelimit
 from api.errors import ApiError
 from api.generation import EngineRun
+from governance import ledger
 from observability.arrival import request_arrival
 from pagoda.db import db_call
 from tenants import services
@@ -60,7 +61,7 @@ class ApiCall:
         try:
             if run is not None:
                 await ratelimit.add_tokens(self.key, run.num_output_tokens)
-            await db_call(services.record_api_usage)(
+            usage = await db_call(services.record_api_usage)(
                 self.key,
                 endpoint=self.endpoint,
                 status_code=self.status_code,
@@ -77,5 +78,6 @@ class ApiCall:
                 time_to_first_token_ms=(round((run.first_token_at - self.started_at) * 1000)
                                         if run and run.first_token_at is not None else None),
             )
+            await db_call(ledger.record_api_call)(usage, self.key)  # governance: the ledger row, releasing the reservation
         except Exception:  # a lost usage row must not turn a served answer into an error
             logger.exception("could not record API usage of %s", self.request_id or self.endpoint)

@@ -26,6 +26,7 @@ from api.profiles import resolve_profile
 from api.prompts import chat_prompt_ids, completion_prompt_ids
 from api.sampling import build_params, fit_to_context
 from api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
+from governance import budgets
 from pagoda.db import db_call
 from tenants import selectors
 from tenants.models import ApiKey, SamplingProfile, Tenant
@@ -95,6 +96,9 @@ async def _execute(call: ApiCall, plan_for: Callable[[], Plan], stream: bool) ->
                                 prompt_param=plan.param_names["prompt"],
                                 max_tokens_param=plan.param_names.get("max_tokens", "max_tokens"))
         await ratelimit.check_tokens(call.key, len(prompt_ids))
+        # governance: reserve the call's most against the tenant's API budgets (QuotaExceeded: 429)
+        await db_call(budgets.reserve_api)(call.key, call.request_id, 
+                                           len(prompt_ids) + (params.max_tokens or engine.max_model_len - len(prompt_ids)))
         call.run = EngineRun(engine, call.request_id, prompt_ids, params, tenant=call.key.tenant.engine_key,
                              profile=call.profile.name)
         await call.run.start()

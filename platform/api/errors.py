@@ -14,6 +14,7 @@ from django.db import DatabaseError
 from django.http import JsonResponse
 
 from engine_runtime import EngineUnavailable
+from governance.budgets import QuotaExceeded
 from inference.errors import EngineDeadError, EngineError, InvalidRequestError, PromptTooLongError, QueueFullError
 
 # Seconds a client should wait before retrying while the engine loads or its queue is full.
@@ -67,6 +68,8 @@ def to_api_error(exc: BaseException, param_names: dict[str, str] | None = None) 
     request's (the engine says max_tokens where the client sent max_completion_tokens)."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, QuotaExceeded):  # a token budget is spent (OpenAI's answer when credit runs out)
+        return ApiError(429, exc.message, type="insufficient_quota", code="insufficient_quota")
     if isinstance(exc, PromptTooLongError):
         return context_too_long(str(exc), (param_names or {}).get("prompt", "prompt"))
     if isinstance(exc, InvalidRequestError):
@@ -91,7 +94,7 @@ def to_api_error(exc: BaseException, param_names: dict[str, str] | None = None) 
 
 
 # What the views catch and hand to to_api_error (anything else is a bug: a 500 with a logged traceback).
-EXPECTED_ERRORS = (ApiError, EngineError, EngineUnavailable)
+EXPECTED_ERRORS = (ApiError, EngineError, EngineUnavailable, QuotaExceeded)
 
 
 def error_response(error: ApiError) -> JsonResponse:

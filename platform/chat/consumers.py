@@ -27,6 +27,7 @@ from chat import access, prompting, protocol, revocation, selectors, services
 from chat.errors import (CLOSE_UNAUTHENTICATED, EXPECTED_ERRORS, ChatAccessError, ChatError, access_error,
                          to_chat_error)
 from chat.replies import ReplyStream
+from governance import budgets
 from observability import arrival, track_request
 from pagoda.db import db_call as _db  # each call gives its connection back at once
 from tenants.models import Message
@@ -184,6 +185,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             engine = await engine_runtime.aget_engine(timeout=settings.PAGODA_CHAT_ENGINE_WAIT_SECONDS)
             params = plan.profile.to_sampling_params(n=1, logprobs=None)  # the page shows one reply
             prompt_ids = await asyncio.to_thread(self._prompt_ids, engine, plan, params.max_tokens)
+            request_id = f"chat-{self.conversation_id}-{uuid.uuid4().hex[:16]}"
+            # governance: reserve the turn's most against the token budgets (QuotaExceeded: spent)
+            budget_warning = await _db(budgets.reserve_chat)(
+                self.user, plan.conversation.tenant, request_id,
+                len(prompt_ids) + (params.max_tokens or engine.max_model_len - len(prompt_ids)))
         except ChatAccessError as exc:  # signed out, deleted, or the user left the tenant since it opened
             await self._end_access(exc.close_code)
             return
@@ -195,12 +201,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._send(protocol.error_frame(to_chat_error(exc)))
             return
         if self.closed:
+            await _db(budgets.release)(request_id)  # governance: the turn never ran
             return
-        request_id = f"chat-{self.conversation_id}-{uuid.uuid4().hex[:16]}"
+        if budget_warning is not None:  # governance: 80% of a budget is spent
+            await self._send(protocol.budget_warning_frame(**budgets.warning_fields(budget_warning)))
         try:
             turn = await _db(services.begin_turn)(plan, request_id, settings.PAGODA_CHAT_STALE_REPLY_SECONDS)
         except Exception as exc:  # e.g. the conversation was deleted a moment ago; nothing was saved
             logger.exception("could not save the turn of conversation %s", self.conversation_id)
+            await _db(budgets.release)(request_id)  # governance: the turn never ran
             await self._send(protocol.error_frame(to_chat_error(exc)))
             return
         await self._send(protocol.start_frame(

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from engine_runtime import EngineUnavailable
+from governance.budgets import QuotaExceeded
 from inference.errors import EngineDeadError, EngineError, InvalidRequestError, PromptTooLongError, QueueFullError
 
 # WebSocket close codes (4000-4999 is the application's range; these mirror HTTP's meaning).
@@ -38,13 +39,15 @@ def access_error(close_code: int) -> ChatError:
 
 
 # What the consumer catches around a turn; anything else is a bug (logged, answered "internal_error").
-EXPECTED_ERRORS = (ChatError, EngineError, EngineUnavailable)
+EXPECTED_ERRORS = (ChatError, EngineError, EngineUnavailable, QuotaExceeded)
 
 
 def to_chat_error(exc: BaseException) -> ChatError:
     """The error frame's code and message for an exception raised while planning or streaming a turn."""
     if isinstance(exc, ChatError):
         return exc
+    if isinstance(exc, QuotaExceeded):  # a token budget is spent; the message says when it resets
+        return ChatError("quota_exceeded", exc.message)
     if isinstance(exc, PromptTooLongError):
         return ChatError("context_length_exceeded", f"The message does not fit the model's context: {exc}")
     if isinstance(exc, InvalidRequestError):

@@ -13,6 +13,10 @@ server -> client
                                              characters only: Korean is never split)
     {"type": "done", "message_id": 12, "status": "complete" | "stopped", "finish_reason": "stop" |
      "length" | "abort", "usage": {"prompt_tokens", "completion_tokens", "cached_tokens"}}
+    {"type": "budget_warning", "message": "...", "used_tokens": 8100, "max_tokens": 10000, "resets_at": "ISO"}
+                                             before "start" when a token budget of the employee is 80%
+                                             spent (governance.budgets); once spent, the turn is refused
+                                             with the error code "quota_exceeded", saying when it resets
     {"type": "error", "code": "...", "message": "...", "message_id": 12 | null}
                                              message_id: the reply this error ends, saved with status
                                              error, if any; code "reply_not_saved": that reply could not
@@ -113,6 +117,11 @@ def delta_frame(text: str) -> str:
 def done_frame(*, message_id: int, status: str, finish_reason: str | None, usage: dict) -> str:
     return _dump({"type": "done", "message_id": message_id, "status": status, "finish_reason": finish_reason,
                   "usage": usage})
+
+
+def budget_warning_frame(*, message: str, used_tokens: int, max_tokens: int, resets_at: str) -> str:
+    return _dump({"type": "budget_warning", "message": message, "used_tokens": used_tokens, "max_tokens": max_tokens,
+                  "resets_at": resets_at})
 
 
 def error_frame(error: ChatError, message_id: int | None = None) -> str:

@@ -21,6 +21,7 @@ from django.utils import timezone
 from chat import selectors
 from chat.errors import ChatError
 from chat.replies import ReplyStream
+from governance import ledger
 from tenants import selectors as tenant_selectors
 from tenants import services as tenant_services
 from tenants.models import Conversation, Message, SamplingProfile, SystemPrompt
@@ -104,19 +105,21 @@ def finish_turn(reply: Message, stream: ReplyStream, *, status: str | None = Non
 
     Returns None when the conversation was deleted meanwhile (there is nothing left to save into).
     """
+    status = status or stream.status
+    finish_reason = stream.finish_reason or ("abort" if status == Message.Status.STOPPED else "")
+    usage = {"num_prompt_tokens": stream.num_prompt_tokens, "num_cached_tokens": stream.num_cached_tokens,
+             "num_output_tokens": stream.num_output_tokens, **stream.timings_ms()}
+    # governance: the reply's ledger row (releases its budget reservation), kept even if the conversation is gone
+    ledger.record_chat_reply(reply, status=status, finish_reason=finish_reason, **usage)
     if not Message.objects.filter(pk=reply.pk).exists():
         return None
-    status = status or stream.status
     return tenant_services.finish_reply(
         reply,
         content=stream.text.replace("\x00", ""),
         status=status,
-        finish_reason=stream.finish_reason or ("abort" if status == Message.Status.STOPPED else ""),
-        num_prompt_tokens=stream.num_prompt_tokens,
-        num_cached_tokens=stream.num_cached_tokens,
-        num_output_tokens=stream.num_output_tokens,
+        finish_reason=finish_reason,
         error=error,
-        **stream.timings_ms(),
+        **usage,
     )
 
 

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from console import panels
 from console.forms import SystemPromptForm
+from governance import selectors as governance_selectors
 from tenants import pinning, selectors, services
 from tenants.models import SystemPrompt, Tenant
 
@@ -46,8 +47,9 @@ def _tenant_context(tenant: Tenant, prompt_form: SystemPromptForm | None = None)
         "history": selectors.system_prompt_history(tenant)[:20],
         "profiles": selectors.profiles(tenant),
         "members": selectors.members(tenant),
-        "usage": selectors.usage_overview(tenant, days=14),  # chat replies and /v1 API calls
-        "api_usage_by_key": selectors.api_usage_by_key(tenant, days=14),
+        "usage": governance_selectors.usage_overview(tenant, days=14),  # the ledger: chat replies and /v1 calls
+        "api_usage_by_key": governance_selectors.api_usage_by_key(tenant, days=14),
+        "spend": governance_selectors.spend_against_budgets(tenant),
         "api_keys": selectors.api_keys(tenant),
         "audit": selectors.audit_log(tenant, limit=15),
         "prompt_form": prompt_form or SystemPromptForm(initial={"text": active.text if active else ""}),

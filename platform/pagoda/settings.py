@@ -126,6 +126,7 @@ INSTALLED_APPS = [
     "chat",  # the employees' browser chat: page, history and the /ws/chat/ WebSocket
     "mozilla_django_oidc",
     "sso",  # single sign-on: OpenID Connect, LDAP / Active Directory, group -> tenant mappings
+    "governance",  # budgets, the usage ledger, retention, employees' export and erasure
 ]
 
 MIDDLEWARE = [

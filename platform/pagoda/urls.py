@@ -18,6 +18,7 @@ urlpatterns = [
         redirect_authenticated_user=True, authentication_form=ThrottledAuthenticationForm), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("sso/", include("sso.urls")),  # OpenID Connect login and callback
+    path("", include("governance.urls")),  # /console/<slug>/budgets/ and usage.csv, /chat/export.json
     path("console/", include("console.urls")),
     path("", include("chat.urls")),  # /chat/ (the socket is chat.routing's /ws/chat/<id>/)
     path("i18n/", include("django.conf.urls.i18n")),  # set_language: the language switch

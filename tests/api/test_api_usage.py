@@ -6,6 +6,8 @@ from django.apps import apps
 from django.urls import reverse
 from django.utils import timezone
 
+from governance import ledger
+from governance.models import UsageRecord
 from tenants import selectors, services
 from tenants.models import ApiKey, ApiUsage, Membership
 
@@ -27,6 +29,9 @@ def test_every_call_is_a_usage_row(api, tenant, make_key, fake_engine):
     assert ok.latency_ms is not None and ok.time_to_first_token_ms is not None
     assert (missing.status_code, missing.error_code, missing.num_prompt_tokens) == (404, "model_not_found", 0)
     assert (models.endpoint, models.status_code) == ("models", 200)
+    recorded = UsageRecord.objects.filter(source="api").order_by("id")  # the ledger has the calls that ran a profile
+    assert [(r.request_id, r.status_code, r.num_total_tokens) for r in recorded][:2] == [
+        (ok.request_id, 200, ok.num_total_tokens), (missing.request_id, 404, 0)]
 
 
 def test_plaintext_keys_are_never_stored(api, tenant, make_key, fake_engine):
@@ -43,8 +48,11 @@ def test_plaintext_keys_are_never_stored(api, tenant, make_key, fake_engine):
 
 
 def _usage(tenant, key, **fields):
-    return services.record_api_usage(key, endpoint="chat.completions", status_code=fields.pop("status_code", 200),
-                                     **fields)
+    """An ApiUsage row and its ledger row, as api.calls.ApiCall writes them (the console reads the ledger)."""
+    usage = services.record_api_usage(key, endpoint="chat.completions", status_code=fields.pop("status_code", 200),
+                                      **fields)
+    ledger.record_api_call(usage, key)
+    return usage
 
 
 def test_usage_overview_adds_api_calls_to_chat_replies(tenant, other_tenant, make_key, make_user):

@@ -171,6 +171,9 @@
         view.setUsage(turn.reply, frame.usage);
         endTurn();
         break;
+      case "budget_warning": // a token budget is 80% spent: said, and the turn goes on
+        showNotice(frame.message);
+        break;
       case "error": {
         const text = T["error_" + frame.code] || frame.message;
         if (ACCESS_ENDED.includes(frame.code)) accessNotice = text;
