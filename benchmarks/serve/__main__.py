@@ -59,6 +59,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--probe-repeats", type=int, default=10)
     ap.add_argument("--probe-background", type=int, default=32, help="streams decoding beside the busy probe (0: none)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--web-processes", type=int, default=1,
+                    help="web processes sharing the engine core (PAGODA_WEB_PROCESSES; python -m pagoda.serve)")
     ap.add_argument("--work-dir", help="the started server's database and log (default: a temporary folder)")
     ap.add_argument("--out", help="write every figure as JSON here")
     args = ap.parse_args(argv)
@@ -289,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         server = start_server(work_dir / "server", model, device, engine_config=args.engine_config,
                               output_len=args.output_len, system_prompt=args.probe_spec["system"],
                               num_conversations=2 + sum(r["num_prompts"] for r in runs if r["endpoint"] == "ws"),
-                              database_url=args.database_url)
+                              database_url=args.database_url, web_processes=args.web_processes)
         print(f"# server {server.url} ready in {time.perf_counter() - t0:.0f}s (log {server.log_path})", flush=True)
         target = Target(server.url, server.api_key, server.pinned_api_key, server.profile, server.username,
                         server.password, "bench")

@@ -80,7 +80,7 @@ def server_env(folder: Path, model: str, device: str, engine_config: dict, secre
 
 def start_server(folder: Path, model: str, device: str, *, engine_config: dict, output_len: int,
                  system_prompt: str, num_conversations: int = 0, database_url: str | None = None,
-                 ready_timeout: float = 1800) -> Server:
+                 ready_timeout: float = 1800, web_processes: int = 1) -> Server:
     """Seed a fresh database in `folder`, start daphne on a free port, wait until it is ready."""
     folder.mkdir(parents=True, exist_ok=True)
     secret_key, password = secrets.token_urlsafe(50), secrets.token_urlsafe(16)
@@ -98,20 +98,26 @@ def start_server(folder: Path, model: str, device: str, *, engine_config: dict, 
     port = free_port()
     log_path = folder / "server.log"
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "--websocket_connect_timeout",
-             "30", "pagoda.asgi:application"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        if web_processes > 1:  # as deploy/run.sh with PAGODA_WEB_PROCESSES: one engine core, N web processes
+            command = [sys.executable, "-m", "pagoda.serve", "--host", "127.0.0.1", "--port", str(port),
+                       "--processes", str(web_processes), "--", "--websocket_connect_timeout", "30"]
+        else:
+            command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                       "--websocket_connect_timeout", "30", "pagoda.asgi:application"]
+        process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     server = Server(f"http://127.0.0.1:{port}", seeded["api_key"], seeded["pinned_api_key"], seeded["username"],
                     password, seeded["profile"], process, log_path, secret_key, seeded["conversations"])
     try:
-        wait_ready(server, "tenant:pinned", ready_timeout)
+        wait_ready(server, "tenant:pinned", ready_timeout, streak=1 if web_processes == 1 else 10 * web_processes)
     except BaseException:
         server.stop()
         raise
     return server
 
 
-def wait_ready(server: Server, pin_key: str, timeout: float) -> None:
+def wait_ready(server: Server, pin_key: str, timeout: float, streak: int = 1) -> None:
+    """Until `streak` answers say the engine is ready with the pin (with several web processes,
+    each connection may reach another of them)."""
     import httpx
 
     deadline = time.monotonic() + timeout
@@ -122,7 +128,10 @@ def wait_ready(server: Server, pin_key: str, timeout: float) -> None:
         try:
             last = server.stats()
             if last["engine"]["state"] == "ready" and pin_key in last["pins"]:
-                return
+                streak -= 1
+                if streak <= 0:
+                    return
+                continue
         except (httpx.HTTPError, ValueError) as exc:
             last = exc
         time.sleep(0.5)
