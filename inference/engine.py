@@ -116,6 +116,7 @@ class LLMEngine:
             raise InvalidRequestError(f"prompt token ids must be integers in [0, {vocab})", field="prompt")
         if any(t >= vocab for t in params.stop_token_ids):
             raise InvalidRequestError(f"stop_token_ids must be < {vocab}", field="stop_token_ids")
+        params.bind_tokenizer(self.tokenizer, vocab)  # logit_bias / allowed_token_ids ids, bad_words tokenized
         if len(prompt_token_ids) >= self.max_model_len:
             raise PromptTooLongError(
                 f"the prompt has {len(prompt_token_ids)} tokens; the context holds {self.max_model_len} "
@@ -136,10 +137,7 @@ class LLMEngine:
         if num_queued >= self.config.max_num_waiting:
             raise QueueFullError(f"{num_queued} requests are waiting; try again shortly")
         seq = Sequence(request_id, list(prompt_token_ids), params, tenant, prompt, prompt_array=ids)
-        detok = None
-        if self.tokenizer is not None:
-            detok = IncrementalDetokenizer(self.tokenizer, seq.prompt_token_ids, params.stop_strings,
-                                           params.skip_special_tokens)
+        detok = IncrementalDetokenizer.for_request(self.tokenizer, seq.prompt_token_ids, params)
         self.requests[request_id] = _Request(seq, detok)
         self.scheduler.add(seq)
         return seq
