@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from .config import EngineConfig
 from .engine import LLMEngine
+from .errors import InvalidRequestError
 from .outputs import CompletionOutput, RequestOutput, StreamDelta
 from .sampling_params import SamplingParams
 
@@ -99,9 +100,10 @@ class LLM:
             prompt = prompt.get("prompt", prompt.get("prompt_token_ids"))
         if isinstance(prompt, str):
             return prompt, self.encode(prompt)
-        if isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-            return None, list(prompt)
-        raise ValueError(f"prompts[{index}] must be text, a list of token ids or a prompt dict, got {prompt!r:.80}")
+        if isinstance(prompt, list) and not any(isinstance(t, bool) for t in prompt):
+            return None, list(prompt)  # the engine checks they are token ids of its vocabulary
+        raise InvalidRequestError(f"prompts[{index}] must be text, a list of token ids or a prompt dict, "
+                                  f"got {prompt!r:.80}", field="prompt")
 
     def generate(self, prompts: Prompt | list[Prompt],
                  sampling_params: SamplingParams | list[SamplingParams] | None = None,
