@@ -9,7 +9,7 @@ from .config import DEFAULT_MODEL, EngineConfig
 from .engine import LLMEngine
 from .llm import LLM
 from .outputs import CompletionOutput, RequestOutput, StreamDelta
-from .sampling_params import SamplingParams
+from .sampling_params import RequestOutputKind, SamplingParams
 
 __all__ = ["LLM", "SamplingParams", "AsyncLLM", "PinInfo", "EngineConfig", "LLMEngine", "DEFAULT_MODEL",
-           "CompletionOutput", "RequestOutput", "StreamDelta"]
+           "CompletionOutput", "RequestOutput", "StreamDelta", "RequestOutputKind"]

@@ -102,7 +102,7 @@ class AsyncLLM:
 
     def validate(self, prompt_token_ids: list[int], params: SamplingParams):
         """Raise InvalidRequestError for a bad request (before anything is queued); the checked prompt."""
-        return validate_request(prompt_token_ids, params, self.vocab_size, self.max_model_len)
+        return validate_request(prompt_token_ids, params, self.vocab_size, self.max_model_len, self.tokenizer)
 
     async def generate(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
                        tenant: str | None = None) -> AsyncIterator[StreamDelta]:

@@ -49,8 +49,9 @@ class StepTrace:
 
 
 def validate_request(prompt_token_ids: list[int], params: SamplingParams, vocab_size: int,
-                     max_model_len: int) -> array:
-    """Raise InvalidRequestError for a bad request; returns the prompt as an int64 array.
+                     max_model_len: int, tokenizer: Any = None) -> array:
+    """Raise InvalidRequestError for a bad request; returns the prompt as an int64 array. Binds the
+    params' token rules to the vocabulary (logit_bias / allowed_token_ids checked, bad_words tokenized).
 
     A frontend calls this before anything is queued (AsyncLLM, in the server's process), so the
     engine core takes the array as checked.
@@ -70,6 +71,7 @@ def validate_request(prompt_token_ids: list[int], params: SamplingParams, vocab_
         raise InvalidRequestError(f"prompt token ids must be integers in [0, {vocab_size})", field="prompt")
     if any(t >= vocab_size for t in params.stop_token_ids):
         raise InvalidRequestError(f"stop_token_ids must be < {vocab_size}", field="stop_token_ids")
+    params.bind_tokenizer(tokenizer, vocab_size)
     if len(prompt_token_ids) >= max_model_len:
         raise PromptTooLongError(
             f"the prompt has {len(prompt_token_ids)} tokens; the context holds {max_model_len} "
@@ -129,7 +131,8 @@ class LLMEngine:
     # -- requests ------------------------------------------------------------------------------------
     def validate(self, prompt_token_ids: list[int], params: SamplingParams) -> array:
         """Raise InvalidRequestError for a bad request; returns the prompt as an int64 array."""
-        return validate_request(prompt_token_ids, params, self.model_args.vocab_size, self.max_model_len)
+        return validate_request(prompt_token_ids, params, self.model_args.vocab_size, self.max_model_len,
+                                self.tokenizer)
 
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
                     tenant: str | None = None, prompt: str | None = None,
@@ -145,10 +148,7 @@ class LLMEngine:
         if num_queued >= self.config.max_num_waiting:
             raise QueueFullError(f"{num_queued} requests are waiting; try again shortly")
         seq = Sequence(request_id, list(prompt_token_ids), params, tenant, prompt, prompt_array=ids)
-        detok = None
-        if self.tokenizer is not None:
-            detok = IncrementalDetokenizer(self.tokenizer, seq.prompt_token_ids, params.stop_strings,
-                                           params.skip_special_tokens)
+        detok = IncrementalDetokenizer.for_request(self.tokenizer, seq.prompt_token_ids, params)
         self.requests[request_id] = _Request(seq, detok)
         self.scheduler.add(seq)
         return seq

@@ -1,27 +1,79 @@
-"""LLM: the offline API, as in vLLM — `LLM(model=...).generate(prompts, sampling_params)`."""
+"""LLM: the offline API, as in vLLM — `LLM(model=...).generate(prompts, sampling_params)`.
+
+A vLLM script runs with only its import changed: prompts may be text, token ids or vLLM's prompt
+dicts ({"prompt": ...} / {"prompt_token_ids": [...]}); `chat` takes vLLM's template options; vLLM's
+constructor options either work or raise a ValueError that says why (never a TypeError).
+"""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import replace
-from typing import Iterator
+from typing import Any, Iterator
 
 from .config import EngineConfig
 from .engine import LLMEngine
+from .errors import InvalidRequestError
 from .outputs import CompletionOutput, RequestOutput, StreamDelta
 from .sampling_params import SamplingParams
 
 _ids = itertools.count()
 
+# vLLM's dtype spellings -> EngineConfig's
+_DTYPES = {"auto": "auto", "half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32",
+           "float32": "float32"}
+_CONFIG_FIELDS = {f.name for f in dataclasses.fields(EngineConfig)}
+
+Prompt = str | list[int] | dict[str, Any]
+
+
+def _dtype_name(dtype: Any) -> str:
+    """"half", "float16", torch.float16, ... -> EngineConfig's name. Raises ValueError for others."""
+    name = str(dtype).removeprefix("torch.")
+    if name not in _DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_DTYPES)} or a torch dtype of those, got {dtype!r}")
+    return _DTYPES[name]
+
+
+def _check_vllm_options(model: str | None, tokenizer: str | None, revision: str | None, quantization: str | None,
+                        kv_cache_dtype: str, trust_remote_code: bool) -> None:
+    """vLLM's loading options: what Pagoda does the same way passes; the rest is a ValueError."""
+    if tokenizer is not None and tokenizer != model:
+        raise ValueError("tokenizer: the tokenizer is loaded from the model's folder; a separate one is not "
+                         "supported (save it into the model folder)")
+    if revision is not None:
+        raise ValueError("revision: models are loaded from a local folder or a built-in name, not from a hub "
+                         "revision (download that revision into a folder and pass its path)")
+    if quantization is not None:
+        raise ValueError(f"quantization={quantization!r}: quantized weights are not supported; the engine runs "
+                         "float32, bfloat16 or float16 weights")
+    if kv_cache_dtype != "auto":
+        raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r}: the KV cache always has the model's dtype ('auto')")
+    if not isinstance(trust_remote_code, bool):
+        raise ValueError("trust_remote_code must be True or False")
+    # trust_remote_code=True is accepted: no model code is ever loaded from a folder, so there is nothing to trust.
+
 
 class LLM:
     """Loads a model once and generates for batches of prompts with continuous batching.
 
-    `LLM()` takes the embedded default (SmolLM2-135M-Instruct); keyword arguments are EngineConfig fields.
+    `LLM()` takes the embedded default (SmolLM2-135M-Instruct); keyword arguments are EngineConfig fields,
+    plus vLLM's `tokenizer`, `trust_remote_code`, `revision`, `quantization`, `kv_cache_dtype` (checked:
+    they work as in vLLM or raise a ValueError). `dtype` takes vLLM's names ("half") and torch dtypes.
     """
 
-    def __init__(self, model: str | None = None, progress: bool = True, **config):
+    def __init__(self, model: str | None = None, progress: bool = True, *, tokenizer: str | None = None,
+                 trust_remote_code: bool = False, revision: str | None = None, quantization: str | None = None,
+                 kv_cache_dtype: str = "auto", **config):
+        _check_vllm_options(model, tokenizer, revision, quantization, kv_cache_dtype, trust_remote_code)
+        unknown = sorted(set(config) - _CONFIG_FIELDS)
+        if unknown:
+            raise ValueError(f"LLM() does not take {', '.join(unknown)}; it takes {', '.join(sorted(_CONFIG_FIELDS))} "
+                             "and vLLM's tokenizer, trust_remote_code, revision, quantization, kv_cache_dtype")
         if model is not None:
             config["model"] = model
+        if "dtype" in config:
+            config["dtype"] = _dtype_name(config["dtype"])
         self.engine = LLMEngine(EngineConfig(**config), progress=progress)
         self.tokenizer = self.engine.tokenizer
 
@@ -30,45 +82,79 @@ class LLM:
         self.engine.shutdown()
 
     def get_tokenizer(self):
+        """The Hugging Face tokenizer the engine uses (as vLLM's LLM.get_tokenizer())."""
         return self.tokenizer
 
     def encode(self, prompt: str) -> list[int]:
         return self.tokenizer.encode(prompt, add_special_tokens=True)
 
-    def generate(self, prompts: str | list[str] | list[list[int]],
+    def _prompt(self, prompt: Prompt, index: int) -> tuple[str | None, list[int]]:
+        """(text, token ids) of one prompt: text, token ids, or a vLLM prompt dict."""
+        if isinstance(prompt, dict):
+            extra = sorted(set(prompt) - {"prompt", "prompt_token_ids"})
+            if extra:
+                raise ValueError(f"prompts[{index}]: {', '.join(extra)} not supported (text-only model); "
+                                 "a prompt dict takes 'prompt' or 'prompt_token_ids'")
+            if ("prompt" in prompt) == ("prompt_token_ids" in prompt):
+                raise ValueError(f"prompts[{index}]: give exactly one of 'prompt' and 'prompt_token_ids'")
+            prompt = prompt.get("prompt", prompt.get("prompt_token_ids"))
+        if isinstance(prompt, str):
+            return prompt, self.encode(prompt)
+        if isinstance(prompt, list) and not any(isinstance(t, bool) for t in prompt):
+            return None, list(prompt)  # the engine checks they are token ids of its vocabulary
+        raise InvalidRequestError(f"prompts[{index}] must be text, a list of token ids or a prompt dict, "
+                                  f"got {prompt!r:.80}", field="prompt")
+
+    def generate(self, prompts: Prompt | list[Prompt],
                  sampling_params: SamplingParams | list[SamplingParams] | None = None,
                  tenant: str | None = None, use_tqdm: bool = False) -> list[RequestOutput]:
-        """Generate for every prompt (text, or token ids) and return outputs in the prompts' order."""
-        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
+        """Generate for every prompt (text, token ids, or {"prompt": ...} / {"prompt_token_ids": [...]})
+        and return outputs in the prompts' order. `use_tqdm` shows a progress bar of finished prompts."""
+        if isinstance(prompts, (str, dict)) or (prompts and isinstance(prompts[0], int)):
             prompts = [prompts]  # type: ignore[list-item]
-        params_list = (sampling_params if isinstance(sampling_params, list)
-                       else [sampling_params or SamplingParams()] * len(prompts))
-        if len(params_list) != len(prompts):
-            raise ValueError("sampling_params must be one SamplingParams or one per prompt")
-        requests = []
-        for prompt, params in zip(prompts, params_list):
-            text = prompt if isinstance(prompt, str) else None
-            ids = self.encode(prompt) if isinstance(prompt, str) else list(prompt)
-            requests.append((text, ids, params))
-        return self._run(requests, tenant)
+        parsed = [self._prompt(p, i) for i, p in enumerate(prompts)]
+        params_list = self._params_list(sampling_params, len(parsed))
+        return self._run([(text, ids, params) for (text, ids), params in zip(parsed, params_list)], tenant,
+                         use_tqdm)
 
     def chat(self, messages: list[dict] | list[list[dict]],
              sampling_params: SamplingParams | list[SamplingParams] | None = None,
-             tenant: str | None = None) -> list[RequestOutput]:
-        """Apply the model's chat template to each conversation, then generate."""
+             tenant: str | None = None, use_tqdm: bool = False, *, chat_template: str | None = None,
+             add_generation_prompt: bool = True, continue_final_message: bool = False,
+             chat_template_kwargs: dict[str, Any] | None = None,
+             tools: list[dict] | None = None) -> list[RequestOutput]:
+        """Render each conversation with the model's chat template (or `chat_template`), then generate.
+
+        As vLLM: `add_generation_prompt` opens the assistant's turn; `continue_final_message` leaves the
+        last (assistant) message open to be continued instead (not both); `tools` and
+        `chat_template_kwargs` are passed to the template. Content may be a list of text parts.
+        """
+        if add_generation_prompt and continue_final_message:
+            raise ValueError("add_generation_prompt and continue_final_message cannot both be True")
         conversations = [messages] if messages and isinstance(messages[0], dict) else messages
-        prompts = [self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False)
-                   for c in conversations]
+        prompts = [self.tokenizer.apply_chat_template(
+            [_text_message(m) for m in conversation], tools=tools, chat_template=chat_template,
+            add_generation_prompt=add_generation_prompt, continue_final_message=continue_final_message,
+            tokenize=False, **(chat_template_kwargs or {})) for conversation in conversations]
         ids = [self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+        params_list = self._params_list(sampling_params, len(ids))
+        return self._run(list(zip(prompts, ids, params_list)), tenant, use_tqdm)
+
+    @staticmethod
+    def _params_list(sampling_params, num_prompts: int) -> list[SamplingParams]:
         params_list = (sampling_params if isinstance(sampling_params, list)
-                       else [sampling_params or SamplingParams()] * len(ids))
-        return self._run(list(zip(prompts, ids, params_list)), tenant)
+                       else [sampling_params or SamplingParams()] * num_prompts)
+        if len(params_list) != num_prompts:
+            raise ValueError("sampling_params must be one SamplingParams or one per prompt")
+        return params_list
 
     def _run(self, requests: list[tuple[str | None, list[int], SamplingParams]],
-             tenant: str | None) -> list[RequestOutput]:
+             tenant: str | None, use_tqdm: bool = False) -> list[RequestOutput]:
         engine = self.engine
+        requests = [(text, params.truncate_prompt(ids), params) for text, ids, params in requests]
         validated = [engine.validate(ids, params) for _, ids, params in requests]  # all before starting any
         started: list[tuple[str, list[str]]] = []
+        bar = None
         try:
             for (text, ids, params), checked in zip(requests, validated):
                 rid = f"offline-{next(_ids)}"
@@ -79,17 +165,26 @@ class LLM:
                     engine.add_request(f"{rid}.{i}", ids, p, tenant, text, validated=checked)
                     sub_ids.append(f"{rid}.{i}")
                 started.append((rid, sub_ids))
+            if use_tqdm:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=sum(len(subs) for _, subs in started), desc="Processed prompts", unit="seq")
             finished: dict[str, list[StreamDelta]] = {}
             texts: dict[str, list[str]] = {}
             while engine.has_unfinished():
                 for d in engine.step():
                     texts.setdefault(d.request_id, []).append(d.text)
                     finished.setdefault(d.request_id, []).append(d)
+                    if bar is not None and d.finished:
+                        bar.update(1)
         except BaseException:
             for _, subs in started:
                 for sub in subs:
                     engine.abort(sub)
             raise
+        finally:
+            if bar is not None:
+                bar.close()
         outputs = []
         for (rid, subs), (text, ids, _) in zip(started, requests):
             comps = []
@@ -124,3 +219,16 @@ class LLM:
                             return
         finally:
             engine.abort(rid)
+
+
+def _text_message(message: dict) -> dict:
+    """A chat message whose content is a list of text parts, as one string (chat templates expect text)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    texts = []
+    for part in content:
+        if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+            raise ValueError(f"only text content parts are supported, got {part!r:.80}")
+        texts.append(part["text"])
+    return {**message, "content": "".join(texts)}

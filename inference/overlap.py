@@ -38,7 +38,8 @@ class OverlappedDecode:
     def _eligible(self, seq: Sequence) -> bool:
         p = seq.params
         return (seq.pin_key is None and seq.num_computed_tokens == seq.num_tokens - 1 and p.temperature == 0
-                and not p.uses_penalties and p.logprobs is None and p.min_tokens == 0)
+                and not p.uses_penalties and not p.uses_token_rules and p.logprobs is None
+                and p.min_tokens == 0)
 
     def _can_overlap(self) -> bool:
         e = self.engine

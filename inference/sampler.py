@@ -1,7 +1,7 @@
 """Sampler: picks the next token of every sampled sequence at once, on the logits' device.
 
-Order of operations follows vLLM: penalties on the raw logits, then min_tokens masking, then greedy
-rows take the argmax; the others are divided by their temperature, cut by top-k, top-p and min-p, and
+Order of operations follows vLLM: penalties on the raw logits, then the token rules (logit_bias added,
+allowed_token_ids and bad_words masked), then min_tokens masking, then greedy rows take the argmax; the others are divided by their temperature, cut by top-k, top-p and min-p, and
 sampled with the exponential-race trick (argmax of p / q, q ~ Exp(1)), which needs no sort. A request
 with a seed draws its q from its own generator, so its tokens do not depend on its neighbours.
 """
@@ -59,6 +59,26 @@ def apply_penalties(logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tens
     return logits - freq[:, None] * counts - pres[:, None] * (counts > 0).float()
 
 
+def apply_token_rules(logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
+    """Add each row's logit_bias; keep only its allowed_token_ids; forbid the last token of any bad
+    word whose other tokens end the output so far (a one-token bad word is always forbidden)."""
+    device = logits.device
+    for i, r in enumerate(rows):
+        p = r.params
+        if p.logit_bias:
+            ids = torch.tensor(list(p.logit_bias), dtype=torch.long, device=device)
+            logits[i, ids] += torch.tensor(list(p.logit_bias.values()), dtype=logits.dtype, device=device)
+        if p.allowed_token_ids:
+            keep = torch.zeros(logits.shape[1], dtype=torch.bool, device=device)
+            keep[torch.tensor(p.allowed_token_ids, dtype=torch.long, device=device)] = True
+            logits[i].masked_fill_(~keep, float("-inf"))
+        banned = [word[-1] for word in p._bad_words_token_ids or ()
+                  if len(word) == 1 or r.output_token_ids[-(len(word) - 1):] == word[:-1]]
+        if banned:
+            logits[i, torch.tensor(banned, dtype=torch.long, device=device)] = float("-inf")
+    return logits
+
+
 def filter_top_k_top_p_min_p(logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
     """Set the logits that top-k, top-p or min-p exclude to -inf (rows that use none are untouched)."""
     device = logits.device
@@ -107,14 +127,16 @@ def argmax_rows(logits: torch.Tensor) -> torch.Tensor:
 
 def sample(logits: torch.Tensor, rows: list[SamplingRow]) -> SamplerOutput:
     """logits [R, V] (any float dtype) for R sequences -> one token id each (and logprobs if asked)."""
-    if all(r.params.greedy and not r.params.uses_penalties and not r.blocked_token_ids
-           and r.params.logprobs is None for r in rows):
+    if all(r.params.greedy and not r.params.uses_penalties and not r.params.uses_token_rules
+           and not r.blocked_token_ids and r.params.logprobs is None for r in rows):
         return SamplerOutput(argmax_rows(logits).tolist(), [None] * len(rows))  # the common fast path
     logits = logits.float()
     raw = logits
     device = logits.device
     if any(r.params.uses_penalties for r in rows):
         logits = apply_penalties(logits, rows)
+    if any(r.params.uses_token_rules for r in rows):
+        logits = apply_token_rules(logits if logits is not raw else logits.clone(), rows)
     for i, r in enumerate(rows):
         if r.blocked_token_ids:
             logits[i, torch.tensor(r.blocked_token_ids, device=device)] = float("-inf")

@@ -36,8 +36,10 @@ def authenticate_key(plaintext: str, endpoint: str) -> ApiKey:
 
 
 def endpoint_of(path: str) -> str:
-    """The usage name of a /v1 path: /v1/chat/completions -> chat.completions, /v1/models/x -> models."""
-    parts = [p for p in path.split("/") if p][1:]  # without the "v1" mount
+    """The usage name of an API path: /v1/chat/completions -> chat.completions, /v1/models/x -> models,
+    /tokenize -> tokenize."""
+    parts = [p for p in path.split("/") if p]
+    parts = parts[1:] if parts[:1] == ["v1"] else parts  # /tokenize is also served at the root
     return ".".join(parts[:2]) if parts[:1] == ["chat"] else (parts[0] if parts else "")
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from api import ratelimit
 from api.errors import ApiError
-from api.generation import EngineRun
+from api.generation import RunGroup
 from governance import ledger
 from observability.arrival import request_arrival
 from pagoda.db import db_call
@@ -38,7 +38,7 @@ class ApiCall:
     profile: SamplingProfile | None = None
     status_code: int = 200
     error_code: str = ""
-    run: EngineRun | None = None
+    run: RunGroup | None = None  # the engine requests of its choices
     started_at: float = field(default_factory=request_arrival)  # when the HTTP request reached the server
     handed_off: bool = False  # a streaming response owns the rest of the call (and its finish)
     _finished: bool = False
@@ -65,7 +65,7 @@ class ApiCall:
                 self.key,
                 endpoint=self.endpoint,
                 status_code=self.status_code,
-                model=self.model,
+                model=self.model.replace("\x00", "\ufffd"),  # PostgreSQL stores no NUL
                 profile=self.profile,
                 request_id=self.request_id,
                 stream=self.stream,

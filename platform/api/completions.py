@@ -1,13 +1,15 @@
 """The flow of one completion call, shared by /v1/chat/completions and /v1/completions:
 
-    rate limit (requests) -> profile + system prompt -> SamplingParams -> engine -> prompt tokens
-    -> context check -> rate limit (tokens) -> engine request -> JSON body or SSE stream -> usage row
+    rate limit (requests) -> profile + system prompt -> SamplingParams (one per choice) -> engine
+    -> prompt tokens (characters checked first) -> context check -> rate limit (tokens)
+    -> n engine requests -> JSON body or SSE stream -> usage row
 
 Every error on the way is mapped once (api.errors.to_api_error); every call ends in ApiCall.finish().
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
@@ -21,15 +23,19 @@ from api import openai_format as fmt
 from api import ratelimit
 from api.calls import ApiCall, new_request_id
 from api.errors import EXPECTED_ERRORS, error_response, invalid, to_api_error
-from api.generation import EngineRun
+from api.generation import EngineRun, RunGroup
 from api.profiles import resolve_profile
-from api.prompts import chat_prompt_ids, completion_prompt_ids
+from api.prompts import chat_prompt_ids, completion_prompt_ids, single_prompt
 from api.sampling import build_params, fit_to_context
 from api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
 from governance import budgets
+from inference import StreamDelta
 from pagoda.db import db_call
 from tenants import selectors
 from tenants.models import ApiKey, SamplingProfile, Tenant
+
+MAX_CHOICES = 128  # OpenAI's upper bound on n: each choice is one engine request
+
 
 class EventStreamResponse(StreamingHttpResponse):
     """A `text/event-stream` response whose event generator is closed as soon as the server stops
@@ -57,23 +63,35 @@ class Plan:
     encode: Callable[[Any, str | None], list[int]]  # (engine, system prompt) -> prompt token ids
     param_names: dict[str, str]  # engine field -> the request's name for it (for error params)
     max_tokens_from_request: bool
-    render: Callable[[EngineRun, ApiCall], dict]  # the JSON body of a non-streamed answer
-    events: Callable[[EngineRun, ApiCall], AsyncIterator[str]]  # the SSE events of a streamed one
+    render: Callable[[RunGroup, ApiCall], dict]  # the JSON body of a non-streamed answer
+    events: Callable[[RunGroup, ApiCall], AsyncIterator[str]]  # the SSE events of a streamed one
+    num_choices: int = 1
 
 
 def _sampling_overrides(body: SamplingFields, max_tokens: int | None) -> dict:
     fields = ("temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "top_k", "min_p",
-              "repetition_penalty", "min_tokens", "ignore_eos")
+              "repetition_penalty", "min_tokens", "ignore_eos", "logit_bias")
     return {name: getattr(body, name) for name in fields} | {"max_tokens": max_tokens}
 
 
-def _refuse_unsupported(body: SamplingFields, checks: dict[str, bool]) -> None:
-    """400 for each field set to something Pagoda does not implement (checks: param -> is it set?)."""
-    checks = {"n": body.n not in (None, 1), "logit_bias": bool(body.logit_bias), **checks}
-    for param, is_set in checks.items():
+def _num_choices(body: SamplingFields) -> int:
+    n = 1 if body.n is None else body.n
+    if not 1 <= n <= MAX_CHOICES:
+        raise invalid(f"n must be in [1, {MAX_CHOICES}], got {n}.", "n", code="invalid_value")
+    return n
+
+
+def _refuse_unsupported(checks: dict[str, tuple[bool, str]]) -> None:
+    """400 for each field set to something Pagoda does not implement (param -> (is it set?, why))."""
+    for param, (is_set, why) in checks.items():
         if is_set:
-            hint = " Only n=1 is supported; send several requests." if param == "n" else ""
-            raise invalid(f"`{param}` is not supported by this server.{hint}", param, code="unsupported_parameter")
+            raise invalid(f"`{param}` is not supported by this server: {why}", param, code="unsupported_parameter")
+
+
+def _check_model_name(model: str) -> None:
+    """A control character (NUL above all, which PostgreSQL cannot store or compare) names no profile."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in model):
+        raise invalid("`model` must not contain control characters.", "model", code="invalid_value")
 
 
 def _profile_and_system_prompt(tenant: Tenant, model: str) -> tuple[SamplingProfile, str | None]:
@@ -82,25 +100,40 @@ def _profile_and_system_prompt(tenant: Tenant, model: str) -> tuple[SamplingProf
     return profile, (prompt.text if prompt else None)
 
 
+def _choice_params(params, num_choices: int) -> list:
+    """One SamplingParams per choice: with a seed, choice i samples with seed + i (distinct and
+    reproducible); without one, each draws from the engine's own generator."""
+    if num_choices == 1 or params.seed is None:
+        return [params] * num_choices
+    return [dataclasses.replace(params, seed=params.seed + i) for i in range(num_choices)]
+
+
 async def _execute(call: ApiCall, plan_for: Callable[[], Plan], stream: bool) -> HttpResponse:
     plan: Plan | None = None
     try:
+        _check_model_name(call.model)
         await ratelimit.check_request(call.key)
         plan = plan_for()
         call.profile, system_prompt = await db_call(_profile_and_system_prompt)(call.key.tenant, call.model)
         params = build_params(call.profile, plan.overrides, plan.logprobs)
+        choice_params = _choice_params(params, plan.num_choices)  # a seed + i out of range is a 400 here
         engine = await engine_runtime.aget_engine(timeout=0)  # 503 while loading: never queue behind a load
         prompt_ids = await asyncio.to_thread(plan.encode, engine, system_prompt)
-        params = fit_to_context(params, len(prompt_ids), engine.max_model_len,
-                                max_tokens_from_request=plan.max_tokens_from_request,
-                                prompt_param=plan.param_names["prompt"],
-                                max_tokens_param=plan.param_names.get("max_tokens", "max_tokens"))
+        choice_params = [fit_to_context(p, len(prompt_ids), engine.max_model_len,
+                                        max_tokens_from_request=plan.max_tokens_from_request,
+                                        prompt_param=plan.param_names["prompt"],
+                                        max_tokens_param=plan.param_names.get("max_tokens", "max_tokens"))
+                         for p in choice_params]
         await ratelimit.check_tokens(call.key, len(prompt_ids))
         # governance: reserve the call's most against the tenant's API budgets (QuotaExceeded: 429)
-        await db_call(budgets.reserve_api)(call.key, call.request_id, 
-                                           len(prompt_ids) + (params.max_tokens or engine.max_model_len - len(prompt_ids)))
-        call.run = EngineRun(engine, call.request_id, prompt_ids, params, tenant=call.key.tenant.engine_key,
-                             profile=call.profile.name)
+        await db_call(budgets.reserve_api)(
+            call.key, call.request_id,
+            len(prompt_ids) + sum(p.max_tokens or engine.max_model_len - len(prompt_ids) for p in choice_params))
+        tenant = call.key.tenant.engine_key
+        call.run = RunGroup([
+            EngineRun(engine, call.request_id if plan.num_choices == 1 else f"{call.request_id}-{i}", prompt_ids,
+                      p, tenant=tenant, profile=call.profile.name)
+            for i, p in enumerate(choice_params)])
         await call.run.start()
         if stream:
             call.handed_off = True
@@ -111,7 +144,7 @@ async def _execute(call: ApiCall, plan_for: Callable[[], Plan], stream: bool) ->
         error = to_api_error(exc, plan.param_names if plan else None)
         call.fail(error)
         return error_response(error)
-    except asyncio.CancelledError:  # the client went away; the engine request is aborted below
+    except asyncio.CancelledError:  # the client went away; the engine requests are aborted below
         call.disconnected()
         raise
     except Exception:
@@ -126,7 +159,7 @@ async def _execute(call: ApiCall, plan_for: Callable[[], Plan], stream: bool) ->
 
 async def _guarded(events: AsyncIterator[str], call: ApiCall) -> AsyncIterator[str]:
     """The stream around an endpoint's events: a failure becomes an error event, a disconnect
-    (cancellation, or the server closing the iterator) aborts the engine request, and the usage
+    (cancellation, or the server closing the iterator) aborts the engine requests, and the usage
     row is written at the end either way."""
     completed = False
     try:
@@ -149,13 +182,34 @@ async def _guarded(events: AsyncIterator[str], call: ApiCall) -> AsyncIterator[s
         await call.finish()
 
 
+async def _choice_events(group: RunGroup, on_delta: Callable[[int, StreamDelta], str | None],
+                         on_finish: Callable[[int, str | None], str]) -> AsyncIterator[str]:
+    """Every choice's delta events as they come, then each choice's finish event once it is done."""
+    finished: set[int] = set()
+    async with aclosing(group.deltas()) as deltas:
+        async for index, delta in deltas:
+            event = on_delta(index, delta)
+            if event:
+                yield event
+            if delta.finished:
+                finished.add(index)
+                yield on_finish(index, group.runs[index].finish_reason)
+    for index, run in enumerate(group.runs):  # a stream that ended without its last delta
+        if index not in finished:
+            yield on_finish(index, run.finish_reason)
+
+
 # --- /v1/chat/completions ---
 def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan:
-    _refuse_unsupported(body, {
-        "tools": bool(body.tools) or bool(body.functions),
-        "tool_choice": body.tool_choice not in (None, "none"),
-        "response_format": body.response_format is not None and body.response_format.get("type") != "text",
+    grammar = "it needs a grammar engine, which this server does not have yet"
+    _refuse_unsupported({
+        "tools": (bool(body.tools) or bool(body.functions), grammar),
+        "tool_choice": (body.tool_choice not in (None, "none"), grammar),
+        "response_format": (body.response_format is not None and body.response_format.get("type") != "text",
+                            grammar),
+        "prompt_logprobs": (body.prompt_logprobs is not None, _NO_PROMPT_LOGPROBS),
     })
+    num_choices = _num_choices(body)
     if body.top_logprobs is not None and not body.logprobs:
         raise invalid("top_logprobs needs logprobs=true.", "top_logprobs")
     max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
@@ -167,22 +221,27 @@ def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan
             return None
         return fmt.chat_logprobs(run.engine.tokenizer, token_ids, entries, logprobs)
 
-    def render(run: EngineRun, call: ApiCall) -> dict:
-        return fmt.chat_completion(call.request_id, created, call.model, run.text, run.finish_reason, run.usage(),
-                                   logprobs_of(run, run.token_ids, run.logprobs))
+    def render(group: RunGroup, call: ApiCall) -> dict:
+        choices = [fmt.chat_choice(i, run.text, run.finish_reason, logprobs_of(run, run.token_ids, run.logprobs))
+                   for i, run in enumerate(group.runs)]
+        return fmt.chat_completion(call.request_id, created, call.model, choices, group.usage())
 
-    async def events(run: EngineRun, call: ApiCall) -> AsyncIterator[str]:
-        def chunk(delta: dict, **kw) -> str:
-            return fmt.sse(fmt.chat_chunk(call.request_id, created, call.model, delta, with_usage=include_usage, **kw))
+    async def events(group: RunGroup, call: ApiCall) -> AsyncIterator[str]:
+        def chunk(index: int, delta: dict, **kw) -> str:
+            return fmt.sse(fmt.chat_chunk(call.request_id, created, call.model, delta, index=index,
+                                          with_usage=include_usage, **kw))
 
-        yield chunk({"role": "assistant", "content": ""})
-        async for delta in run:
+        def on_delta(index: int, delta: StreamDelta) -> str | None:
+            run = group.runs[index]
             lp = logprobs_of(run, delta.token_ids, delta.logprobs or []) if delta.logprobs else None
-            if delta.text or lp:
-                yield chunk({"content": delta.text}, logprobs=lp)
-        yield chunk({}, finish_reason=run.finish_reason)
+            return chunk(index, {"content": delta.text}, logprobs=lp) if delta.text or lp else None
+
+        for index in range(len(group.runs)):
+            yield chunk(index, {"role": "assistant", "content": ""})
+        async for event in _choice_events(group, on_delta, lambda i, reason: chunk(i, {}, finish_reason=reason)):
+            yield event
         if include_usage:
-            yield fmt.sse(fmt.chat_usage_chunk(call.request_id, created, call.model, run.usage()))
+            yield fmt.sse(fmt.chat_usage_chunk(call.request_id, created, call.model, group.usage()))
         yield fmt.SSE_DONE
 
     return Plan(
@@ -194,6 +253,7 @@ def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan
         max_tokens_from_request=max_tokens is not None,
         render=render,
         events=events,
+        num_choices=num_choices,
     )
 
 
@@ -204,9 +264,25 @@ async def chat_completion(key: ApiKey, body: ChatCompletionRequest) -> HttpRespo
 
 
 # --- /v1/completions ---
+_NO_PROMPT_LOGPROBS = "the engine computes log-probabilities of generated tokens only, not of the prompt's"
+
+
+def _echo_text(engine: Any, prompt: str | list[int]) -> str:
+    """The prompt as echo puts it before each choice's text: the client's own text (or its token ids
+    decoded), without the tenant's system prompt."""
+    return prompt if isinstance(prompt, str) else engine.tokenizer.decode(prompt)
+
+
 def _completion_plan(call: ApiCall, body: CompletionRequest, created: int) -> Plan:
-    _refuse_unsupported(body, {"echo": bool(body.echo), "best_of": body.best_of not in (None, 1),
-                               "suffix": bool(body.suffix)})
+    _refuse_unsupported({
+        "best_of": (body.best_of not in (None, 1),
+                    "ask for n choices and rank them yourself (vLLM's V1 engine dropped best_of too)"),
+        "suffix": (bool(body.suffix), "the engine only appends to a prompt (no fill-in-the-middle)"),
+        "echo": (bool(body.echo) and body.logprobs is not None, f"not with logprobs: {_NO_PROMPT_LOGPROBS}"),
+        "prompt_logprobs": (body.prompt_logprobs is not None, _NO_PROMPT_LOGPROBS),
+    })
+    num_choices = _num_choices(body)
+    prompt = single_prompt(body.prompt)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
     def logprobs_of(run: EngineRun, token_ids: list[int], entries: list, offset: int) -> dict | None:
@@ -214,30 +290,46 @@ def _completion_plan(call: ApiCall, body: CompletionRequest, created: int) -> Pl
             return None
         return fmt.completion_logprobs(run.engine.tokenizer, token_ids, entries, body.logprobs, offset)
 
-    def render(run: EngineRun, call: ApiCall) -> dict:
-        return fmt.completion(call.request_id, created, call.model, run.text, run.finish_reason, run.usage(),
-                              logprobs_of(run, run.token_ids, run.logprobs, 0))
+    def echo(run: EngineRun) -> str:
+        return _echo_text(run.engine, prompt) if body.echo else ""
 
-    async def events(run: EngineRun, call: ApiCall) -> AsyncIterator[str]:
-        offset = 0
-        async for delta in run:
-            lp = logprobs_of(run, delta.token_ids, delta.logprobs or [], offset) if delta.logprobs else None
-            offset += len(delta.text)
-            if delta.text or lp:
-                yield fmt.sse(fmt.completion(call.request_id, created, call.model, delta.text, None, None, lp))
-        yield fmt.sse(fmt.completion(call.request_id, created, call.model, "", run.finish_reason, None))
+    def render(group: RunGroup, call: ApiCall) -> dict:
+        choices = [fmt.completion_choice(i, echo(run) + run.text, run.finish_reason,
+                                         logprobs_of(run, run.token_ids, run.logprobs, 0))
+                   for i, run in enumerate(group.runs)]
+        return fmt.completion(call.request_id, created, call.model, choices, group.usage())
+
+    async def events(group: RunGroup, call: ApiCall) -> AsyncIterator[str]:
+        offsets = [0] * len(group.runs)
+
+        def chunk(index: int, text: str, finish_reason: str | None = None, logprobs: dict | None = None) -> str:
+            choice = fmt.completion_choice(index, text, finish_reason, logprobs)
+            return fmt.sse(fmt.completion(call.request_id, created, call.model, [choice], None))
+
+        def on_delta(index: int, delta: StreamDelta) -> str | None:
+            run = group.runs[index]
+            lp = logprobs_of(run, delta.token_ids, delta.logprobs or [], offsets[index]) if delta.logprobs else None
+            offsets[index] += len(delta.text)
+            return chunk(index, delta.text, logprobs=lp) if delta.text or lp else None
+
+        if body.echo:
+            for index, run in enumerate(group.runs):
+                yield chunk(index, echo(run))
+        async for event in _choice_events(group, on_delta, lambda i, reason: chunk(i, "", reason)):
+            yield event
         if include_usage:
-            yield fmt.sse(fmt.completion_usage_chunk(call.request_id, created, call.model, run.usage()))
+            yield fmt.sse(fmt.completion_usage_chunk(call.request_id, created, call.model, group.usage()))
         yield fmt.SSE_DONE
 
     return Plan(
         overrides=_sampling_overrides(body, body.max_tokens),
         logprobs=body.logprobs,
-        encode=lambda engine, system_prompt: completion_prompt_ids(engine, system_prompt, body.prompt),
+        encode=lambda engine, system_prompt: completion_prompt_ids(engine, system_prompt, prompt),
         param_names={"prompt": "prompt"},
         max_tokens_from_request=body.max_tokens is not None,
         render=render,
         events=events,
+        num_choices=num_choices,
     )
 
 

@@ -8,6 +8,7 @@ BadRequestError, 404 NotFoundError, 429 RateLimitError, 5xx InternalServerError)
 from __future__ import annotations
 
 import math
+import re
 
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
@@ -104,9 +105,14 @@ def error_response(error: ApiError) -> JsonResponse:
     return response
 
 
+# The member of a union that Pydantic tried ("str", "list[int]", "function-after[...]"): not a field name.
+_UNION_TAG = re.compile(r"(str|int|float|bool|none|dict|list|[a-z-]+\[.*\])")
+
+
 def param_from_loc(loc: tuple | list) -> str | None:
-    """A Pydantic error location as OpenAI names a param: ("body", "body", "messages", 0, "role") -> messages[0].role."""
-    parts = [p for p in loc if p not in ("body", "payload")]
+    """A Pydantic error location as OpenAI names a param: ("body", "body", "messages", 0, "role") -> messages[0].role,
+    ("body", "body", "prompt", "list[int]", 0) -> prompt[0]."""
+    parts = [p for p in loc if p not in ("body", "payload") and not (isinstance(p, str) and _UNION_TAG.fullmatch(p))]
     param = ""
     for part in parts:
         param += f"[{part}]" if isinstance(part, int) else (f".{part}" if param else str(part))

@@ -5,11 +5,15 @@
     async for delta in run:      # that first delta, then the rest (stream) ...
     await run.collect()          # ... or all of it at once (non-stream)
     await run.aclose()           # always: aborts the request if it has not finished (frees its blocks)
+
+A call with n choices drives n runs through a RunGroup (same verbs; deltas come as (index, delta)).
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from inference import SamplingParams, StreamDelta
@@ -87,6 +91,100 @@ class EngineRun:
             self.finish_reason = "abort"
         await self._deltas.aclose()
         self.recorder.finish()  # once: the last delta's reason, or "abort"
+
+    def usage(self) -> dict:
+        return {
+            "prompt_tokens": self.num_prompt_tokens,
+            "completion_tokens": self.num_output_tokens,
+            "total_tokens": self.num_prompt_tokens + self.num_output_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.num_cached_tokens},
+        }
+
+
+class RunGroup:
+    """The n choices of one call: one EngineRun each, started together, read merged, closed together.
+
+    Usage adds up as OpenAI counts it: the prompt once (the first choice's; the others share its
+    cached prefix), the completions of every choice.
+    """
+
+    def __init__(self, runs: list[EngineRun]):
+        self.runs = runs
+
+    @property
+    def admitted(self) -> bool:
+        return any(run.admitted for run in self.runs)
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.runs[0].finish_reason
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return self.runs[0].num_prompt_tokens
+
+    @property
+    def num_cached_tokens(self) -> int:
+        return self.runs[0].num_cached_tokens
+
+    @property
+    def num_output_tokens(self) -> int:
+        return sum(run.num_output_tokens for run in self.runs)
+
+    @property
+    def first_token_at(self) -> float | None:
+        return min((run.first_token_at for run in self.runs if run.first_token_at is not None), default=None)
+
+    async def start(self) -> None:
+        """Start every choice; if any fails, raise its error (the caller closes them all)."""
+        results = await asyncio.gather(*(run.start() for run in self.runs), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def deltas(self) -> AsyncIterator[tuple[int, StreamDelta]]:
+        """(choice index, delta) as they come. Several choices are read by one task each; leaving
+        early cancels those tasks (their engine requests are aborted by aclose())."""
+        if len(self.runs) == 1:
+            async for delta in self.runs[0]:
+                yield 0, delta
+            return
+        queue: asyncio.Queue = asyncio.Queue()
+        done = object()
+
+        async def pump(index: int, run: EngineRun) -> None:
+            try:
+                async for delta in run:
+                    queue.put_nowait((index, delta))
+            except Exception as exc:  # noqa: BLE001 - re-raised by the reader
+                queue.put_nowait((index, exc))
+            finally:
+                queue.put_nowait((index, done))
+
+        tasks = [asyncio.create_task(pump(i, run)) for i, run in enumerate(self.runs)]
+        try:
+            remaining = len(tasks)
+            while remaining:
+                index, item = await queue.get()
+                if item is done:
+                    remaining -= 1
+                elif isinstance(item, Exception):
+                    raise item
+                else:
+                    yield index, item
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def collect(self) -> None:
+        async with aclosing(self.deltas()) as deltas:
+            async for _ in deltas:
+                pass
+
+    async def aclose(self) -> None:
+        for run in self.runs:
+            await run.aclose()
 
     def usage(self) -> dict:
         return {

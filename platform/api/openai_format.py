@@ -58,32 +58,31 @@ def completion_logprobs(tokenizer: Any, token_ids: list[int], logprobs: list[dic
 
 
 # --- chat completions ---
-def chat_completion(request_id: str, created: int, model: str, text: str, finish_reason: str | None,
-                    usage: dict, logprobs: dict | None = None) -> dict:
+def chat_choice(index: int, text: str, finish_reason: str | None, logprobs: dict | None = None) -> dict:
+    return {"index": index, "message": {"role": "assistant", "content": text}, "logprobs": logprobs,
+            "finish_reason": finish_reason}
+
+
+def chat_completion(request_id: str, created: int, model: str, choices: list[dict], usage: dict) -> dict:
     return {
         "id": request_id,
         "object": "chat.completion",
         "created": created,
         "model": model,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "logprobs": logprobs,
-            "finish_reason": finish_reason,
-        }],
+        "choices": choices,
         "usage": usage,
     }
 
 
-def chat_chunk(request_id: str, created: int, model: str, delta: dict, *, finish_reason: str | None = None,
-               logprobs: dict | None = None, with_usage: bool = False) -> dict:
+def chat_chunk(request_id: str, created: int, model: str, delta: dict, *, index: int = 0,
+               finish_reason: str | None = None, logprobs: dict | None = None, with_usage: bool = False) -> dict:
     """A chunk with one choice. With include_usage, every chunk carries "usage": null but the last."""
     chunk = {
         "id": request_id,
         "object": "chat.completion.chunk",
         "created": created,
         "model": model,
-        "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}],
+        "choices": [{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}],
     }
     if with_usage:
         chunk["usage"] = None
@@ -96,15 +95,18 @@ def chat_usage_chunk(request_id: str, created: int, model: str, usage: dict) -> 
 
 
 # --- completions ---
-def completion(request_id: str, created: int, model: str, text: str, finish_reason: str | None,
-               usage: dict | None, logprobs: dict | None = None) -> dict:
+def completion_choice(index: int, text: str, finish_reason: str | None, logprobs: dict | None = None) -> dict:
+    return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
+
+
+def completion(request_id: str, created: int, model: str, choices: list[dict], usage: dict | None) -> dict:
     """A completion, or one streamed chunk of it (same shape; usage None but in the last)."""
     return {
         "id": request_id,
         "object": "text_completion",
         "created": created,
         "model": model,
-        "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}],
+        "choices": choices,
         "usage": usage,
     }
 

@@ -7,6 +7,10 @@ place, after it: they add to the tenant's instructions and cannot replace them.
 
 /v1/completions takes raw text, without a chat template; there the tenant's system turn is put in
 front as tokens, and the client's text follows it.
+
+Cheap limits come first: no token is longer than the vocabulary's longest entry, so a prompt with
+more characters than max_model_len times that length cannot fit, and is refused before the
+(expensive) tokenizer ever sees it.
 """
 from __future__ import annotations
 
@@ -14,8 +18,30 @@ from typing import Any
 
 from jinja2.exceptions import TemplateError
 
-from api.errors import invalid
+from api.errors import context_too_long, invalid
 from api.schemas import ChatMessage
+
+_longest_token_chars: dict[int, int] = {}  # id(tokenizer) -> characters of its longest vocabulary entry
+
+
+def longest_token_chars(tokenizer: Any) -> int:
+    """An upper bound on the characters one token decodes to: its longest vocabulary entry (a
+    byte-level entry has one character per byte, never fewer than the text it stands for)."""
+    key = id(tokenizer)
+    if key not in _longest_token_chars:
+        vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+        _longest_token_chars[key] = max((len(token) for token in vocab), default=0) or 64
+    return _longest_token_chars[key]
+
+
+def check_prompt_chars(engine: Any, num_chars: int, param: str) -> None:
+    """400 context_length_exceeded for a prompt too long to fit whatever it tokenizes to."""
+    longest = longest_token_chars(engine.tokenizer)
+    if num_chars > engine.max_model_len * longest:
+        raise context_too_long(
+            f"This model's maximum context length is {engine.max_model_len} tokens. However, your prompt has "
+            f"{num_chars} characters, more than that many tokens can hold (at most {longest} characters each).",
+            param)
 
 
 def _text(message: ChatMessage, index: int) -> str:
@@ -41,26 +67,35 @@ def chat_messages(system_prompt: str | None, messages: list[ChatMessage]) -> lis
     return turns
 
 
-def chat_prompt_ids(engine: Any, system_prompt: str | None, messages: list[ChatMessage]) -> list[int]:
+def chat_prompt_ids(engine: Any, system_prompt: str | None, messages: list[ChatMessage], *,
+                    add_generation_prompt: bool = True) -> list[int]:
     """Render and tokenize (CPU work: call it off the event loop). Raises a 400 if the model's chat
     template refuses the conversation (e.g. roles out of the order it accepts)."""
     turns = chat_messages(system_prompt, messages)
+    check_prompt_chars(engine, sum(len(turn["content"]) for turn in turns), "messages")
     try:
-        return engine.encode_chat(turns)
+        return engine.encode_chat(turns, add_generation_prompt=add_generation_prompt)
     except TemplateError as exc:
         raise invalid(f"The model's chat template cannot render these messages: {exc}", "messages") from exc
 
 
-def completion_prompt_ids(engine: Any, system_prompt: str | None, prompt: str | list) -> list[int]:
-    """Raw text (or token ids) after the tenant's system turn; a batch of several prompts is refused."""
+def single_prompt(prompt: str | list) -> str | list[int]:
+    """The one prompt of a completion request: text, or token ids; a batch of several is refused."""
     if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
         if len(prompt) != 1:
             raise invalid("Only one prompt per request is supported; send one request per prompt.", "prompt")
-        prompt = prompt[0]
+        return prompt[0]
+    return prompt
+
+
+def completion_prompt_ids(engine: Any, system_prompt: str | None, prompt: str | list) -> list[int]:
+    """Raw text (or token ids) after the tenant's system turn; a batch of several prompts is refused."""
+    prompt = single_prompt(prompt)
     prefix = engine.encode_system_prefix(system_prompt) if system_prompt else []
     if isinstance(prompt, list):  # token ids (the engine checks they are in the vocabulary)
         return prefix + list(prompt)
     if not prompt:
         raise invalid("The prompt is empty.", "prompt")
+    check_prompt_chars(engine, len(prompt), "prompt")
     # With a system turn in front, the text continues it (no second BOS); alone it is tokenized as usual.
     return prefix + engine.tokenizer.encode(prompt, add_special_tokens=not prefix)

@@ -1,32 +1,40 @@
 """Request and response bodies of /v1, as OpenAI defines them (the subset Pagoda serves), for
 validation and the OpenAPI schema.
 
-Requests check types only; value ranges are the engine's SamplingParams' to judge (one authority),
-and a bad value comes back as a 400 naming the field. Fields left out (None) take the value of the
-sampling profile the `model` names. Unknown fields are ignored, as OpenAI and vLLM do; fields that
-would change the answer in ways Pagoda does not implement (tools, n > 1, ...) are refused.
+Requests check types strictly, as OpenAI does: no "10" for an integer, no `true` for a number, no
+Infinity or NaN (a plain pydantic model in strict mode; ninja's Schema would coerce). Value ranges are
+the engine's SamplingParams' to judge (one authority), and a bad value comes back as a 400 naming the
+field. Fields left out (None) take the value of the sampling profile the `model` names. Unknown fields
+are ignored, as OpenAI and vLLM do; fields that would change the answer in ways Pagoda does not
+implement (tools, response_format, best_of, ...) are refused.
 """
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from ninja import Schema
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 # --- requests ---
-class StreamOptions(Schema):
+class RequestModel(BaseModel):
+    """Strict JSON types: an int is a number, but a bool or a string is neither; floats are finite."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="ignore")
+
+
+class StreamOptions(RequestModel):
     include_usage: bool = Field(False, description="Send a last chunk with `usage` (and empty `choices`).")
 
 
-class ChatMessage(Schema):
+class ChatMessage(RequestModel):
     role: Literal["system", "developer", "user", "assistant"]
     content: str | list[dict[str, Any]] | None = Field(
         None, description='Text, or a list of parts of which only {"type": "text", "text": ...} is supported.')
     name: str | None = None
 
 
-class SamplingFields(Schema):
+class SamplingFields(RequestModel):
     """Fields shared by both completion endpoints; each overrides the profile's value when given."""
 
     model: str = Field(description="A sampling profile of your tenant (see GET /v1/models), or the model id "
@@ -40,7 +48,7 @@ class SamplingFields(Schema):
     seed: int | None = None
     presence_penalty: float | None = Field(None, description="In [-2, 2].")
     frequency_penalty: float | None = Field(None, description="In [-2, 2].")
-    n: int | None = Field(None, description="Only 1 is supported.")
+    n: int | None = Field(None, description="Choices to generate, in [1, 128]; each is one engine request.")
     user: str | None = None
     # vLLM's extra sampling fields (the openai client sends them through `extra_body`)
     top_k: int | None = Field(None, description="vLLM extra: 0 or -1 disables.")
@@ -48,8 +56,8 @@ class SamplingFields(Schema):
     repetition_penalty: float | None = Field(None, description="vLLM extra: > 0; 1 is off.")
     min_tokens: int | None = Field(None, description="vLLM extra: >= 0, <= max_tokens.")
     ignore_eos: bool | None = Field(None, description="vLLM extra: keep generating past end-of-sequence.")
-    # OpenAI fields Pagoda does not implement: refused unless left at their neutral value
-    logit_bias: dict[str, float] | None = None
+    logit_bias: dict[str, float] | None = Field(
+        None, description="Token id (as a string) -> bias in [-100, 100], added to its logit before sampling.")
 
 
 class ChatCompletionRequest(SamplingFields):
@@ -61,14 +69,32 @@ class ChatCompletionRequest(SamplingFields):
     tool_choice: Any = None
     functions: list[Any] | None = None
     response_format: dict[str, Any] | None = None
+    prompt_logprobs: int | None = Field(None, description="vLLM extra: refused (no prompt log-probabilities).")
 
 
 class CompletionRequest(SamplingFields):
     prompt: str | list[str] | list[int] = Field(description="Text, a list of one text, or token ids.")
     logprobs: int | None = Field(None, description="In [0, 20]: log-probabilities of the k likeliest tokens.")
-    echo: bool | None = None
-    best_of: int | None = None
-    suffix: str | None = None
+    echo: bool | None = Field(None, description="Put the prompt (your text, without the tenant's system "
+                                                "prompt) before each choice's text; not with logprobs.")
+    best_of: int | None = Field(None, description="Refused unless 1: use n.")
+    suffix: str | None = Field(None, description="Refused (no fill-in-the-middle).")
+    prompt_logprobs: int | None = Field(None, description="vLLM extra: refused (no prompt log-probabilities).")
+
+
+class TokenizeRequest(RequestModel):
+    """vLLM's /tokenize: `prompt` (as /v1/completions reads it) or `messages` (as chat renders them)."""
+
+    model: str | None = Field(None, description="Optional: checked like the completions' `model`.")
+    prompt: str | list[int] | None = None
+    messages: list[ChatMessage] | None = None
+    add_generation_prompt: bool = Field(True, description="With messages: end with the assistant's turn opening.")
+    return_token_strs: bool = Field(False, description="Also return each token's text.")
+
+
+class DetokenizeRequest(RequestModel):
+    model: str | None = None
+    tokens: list[int]
 
 
 # --- responses (documentation; the views build these shapes in api.openai_format) ---
@@ -179,6 +205,17 @@ class Model(Schema):
 class ModelList(Schema):
     object: Literal["list"]
     data: list[Model]
+
+
+class TokenizeResponse(Schema):
+    count: int
+    max_model_len: int
+    tokens: list[int] = Field(description="The tenant's system prompt first, then the input's tokens.")
+    token_strs: list[str] | None
+
+
+class DetokenizeResponse(Schema):
+    prompt: str
 
 
 class ErrorDetail(Schema):

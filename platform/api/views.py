@@ -1,4 +1,7 @@
-"""The /v1 endpoints (django-ninja, async): parse, call api.completions, render. Schema: /v1/openapi.json."""
+"""The /v1 endpoints (django-ninja, async): parse, call api.completions, render. Schema: /v1/openapi.json.
+
+`root_api` serves /tokenize and /detokenize at the server root too, where vLLM serves them.
+"""
 from __future__ import annotations
 
 import logging
@@ -10,7 +13,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 import engine_runtime
-from api import completions, profiles
+from api import completions, profiles, tokenization
 from api.auth import ApiKeyAuth
 from api.calls import ApiCall
 from api.errors import ApiError, error_response, invalid, param_from_loc, to_api_error
@@ -21,9 +24,13 @@ from api.schemas import (
     ChatCompletionRequest,
     Completion,
     CompletionRequest,
+    DetokenizeRequest,
+    DetokenizeResponse,
     ErrorResponse,
     Model,
     ModelList,
+    TokenizeRequest,
+    TokenizeResponse,
 )
 from pagoda.db import db_call
 
@@ -49,7 +56,45 @@ class PagodaAPI(NinjaAPI):
         return schema
 
 
-api = PagodaAPI(
+def _configure(target: NinjaAPI) -> NinjaAPI:
+    """Map every error of `target`'s endpoints to OpenAI's error shape."""
+
+    @target.exception_handler(ApiError)
+    def _api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+        return error_response(exc)
+
+    @target.exception_handler(ValidationError)
+    def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+        first = exc.errors[0] if exc.errors else {}
+        param = param_from_loc(first.get("loc", ()))
+        # A union (prompt: text, texts or token ids) fails once per member: say what each wanted.
+        messages = dict.fromkeys(e.get("msg", "") for e in exc.errors
+                                 if param_from_loc(e.get("loc", ())) == param and e.get("msg"))
+        message = "; or ".join(messages) or "Invalid request."
+        return error_response(invalid(f"{param}: {message}" if param else message, param))
+
+    @target.exception_handler(AuthenticationError)
+    def _authentication_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+        return error_response(ApiError(401, "Incorrect API key provided.", code="invalid_api_key"))
+
+    @target.exception_handler(HttpError)
+    def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:  # e.g. a body that is not JSON
+        return error_response(ApiError(exc.status_code, str(exc)))
+
+    @target.exception_handler(Exception)
+    def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+        if isinstance(exc, DatabaseError):  # e.g. while authenticating the key: a 503, not a bug
+            logger.error("database error in %s %s: %s", request.method, request.path, exc)
+            return error_response(to_api_error(exc))
+        if isinstance(exc, RequestDataTooBig):  # read while parsing the body: 413
+            return error_response(to_api_error(exc))
+        logger.exception("unexpected error in %s %s", request.method, request.path)
+        return error_response(ApiError(500, "Internal server error.", type="server_error", code="internal_error"))
+
+    return target
+
+
+api = _configure(PagodaAPI(
     title="Pagoda API",
     version="1",
     description=(
@@ -64,41 +109,9 @@ api = PagodaAPI(
     docs_url="/docs",
     auth=ApiKeyAuth(),
     parser=TextJsonParser(),
-)
-
-
-@api.exception_handler(ApiError)
-def _api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
-    return error_response(exc)
-
-
-@api.exception_handler(ValidationError)
-def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
-    first = exc.errors[0] if exc.errors else {}
-    param = param_from_loc(first.get("loc", ()))
-    message = first.get("msg", "Invalid request.")
-    return error_response(invalid(f"{param}: {message}" if param else message, param))
-
-
-@api.exception_handler(AuthenticationError)
-def _authentication_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    return error_response(ApiError(401, "Incorrect API key provided.", code="invalid_api_key"))
-
-
-@api.exception_handler(HttpError)
-def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:  # e.g. a body that is not JSON
-    return error_response(ApiError(exc.status_code, str(exc)))
-
-
-@api.exception_handler(Exception)
-def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
-    if isinstance(exc, DatabaseError):  # e.g. while authenticating the key: a 503, not a bug
-        logger.error("database error in %s %s: %s", request.method, request.path, exc)
-        return error_response(to_api_error(exc))
-    if isinstance(exc, RequestDataTooBig):  # read while parsing the body: 413
-        return error_response(to_api_error(exc))
-    logger.exception("unexpected error in %s %s", request.method, request.path)
-    return error_response(ApiError(500, "Internal server error.", type="server_error", code="internal_error"))
+))
+root_api = _configure(NinjaAPI(title="Pagoda tokenizer", version="1", urls_namespace="api-root",
+                               openapi_url=None, docs_url=None, auth=ApiKeyAuth(), parser=TextJsonParser()))
 
 
 @api.post("/chat/completions", response={200: ChatCompletion, **ERRORS}, tags=["completions"],
@@ -135,6 +148,21 @@ async def retrieve_model(request: HttpRequest, model: str):
             return JsonResponse(entry)
     return error_response(ApiError(404, f"The model `{model}` does not exist or you do not have access to it.",
                                    param="model", code="model_not_found"))
+
+
+async def tokenize(request: HttpRequest, body: TokenizeRequest):
+    return await tokenization.tokenize(request.auth, body)
+
+
+async def detokenize(request: HttpRequest, body: DetokenizeRequest):
+    return await tokenization.detokenize(request.auth, body)
+
+
+for _target in (api, root_api):  # vLLM serves these at the root; /v1 has them too, beside the rest
+    _target.post("/tokenize", response={200: TokenizeResponse, **ERRORS}, tags=["tokenizer"],
+                 summary="Tokenize a prompt or messages (the tenant's system prompt first)")(tokenize)
+    _target.post("/detokenize", response={200: DetokenizeResponse, **ERRORS}, tags=["tokenizer"],
+                 summary="Turn token ids into text")(detokenize)
 
 
 def not_found(request: HttpRequest, path: str = "") -> HttpResponse:

@@ -26,6 +26,7 @@ from django.conf import settings  # noqa: E402
 
 import engine_runtime  # noqa: E402
 from observability.arrival import ArrivalStamp  # noqa: E402
+from pagoda.header_limits import HeaderLimitMiddleware, raise_server_limits  # noqa: E402
 from pagoda.routing import collect_websocket_urlpatterns  # noqa: E402
 from pagoda.ws_origin import SameOriginValidator  # noqa: E402
 
@@ -47,12 +48,13 @@ def _stop_engine_with_server() -> None:
         reactor.addSystemEventTrigger("before", "shutdown", engine_runtime.shutdown)
 
 
-application = ProtocolTypeRouter(
+raise_server_limits()  # oversized headers reach HeaderLimitMiddleware (a JSON 431), not a dropped connection
+application = HeaderLimitMiddleware(ProtocolTypeRouter(
     {
         "http": _http_app(),
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(collect_websocket_urlpatterns()))),
     }
-)
+))
 
 if settings.PAGODA_ENGINE == "on":
     engine_runtime.start(background=True)

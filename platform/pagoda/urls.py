@@ -23,5 +23,6 @@ urlpatterns = [
     path("", include("chat.urls")),  # /chat/ (the socket is chat.routing's /ws/chat/<id>/)
     path("i18n/", include("django.conf.urls.i18n")),  # set_language: the language switch
     path("v1/", include("api.urls")),  # the OpenAI-compatible API (schema at /v1/openapi.json)
+    path("", include("api.urls_root")),  # /tokenize, /detokenize (where vLLM serves them; also under /v1)
     path("", include("observability.urls")),  # /health, /metrics
 ]

@@ -47,6 +47,9 @@ class FakeTokenizer:
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return "".join(chr(i) for i in ids if i > 1)
 
+    def get_vocab(self) -> dict[str, int]:
+        return {chr(i): i for i in range(32, 127)}  # every entry one character long
+
 
 class FakeEngine:
     """AsyncLLM's request surface: generate() streams `reply` one character per delta.

@@ -155,3 +155,64 @@ def test_models_lists_the_model_id_and_the_tenants_profiles_only(api, tenant, ot
     assert schemas.ModelList.model_validate(body).model_dump(mode="json") == body
     assert api.get("models/terse", key).json()["id"] == "terse"
     assert api.get("models/globex-only", key).status_code == 404
+
+
+# --- n choices, logit_bias, echo, the tokenizer endpoints ---
+def test_n_choices_are_separate_engine_requests_with_distinct_seeds(api, key, fake_engine):
+    body = api.post("chat/completions", {**CHAT, "n": 3, "seed": 10, "logit_bias": {"42": -5}}, key).json()
+    assert [c["index"] for c in body["choices"]] == [0, 1, 2]
+    assert all(c["message"]["content"] == "Hello" for c in body["choices"])
+    params = [r["params"] for r in fake_engine.requests]
+    assert [p.seed for p in params] == [10, 11, 12] and all(p.logit_bias == {42: -5} for p in params)
+    num_prompt = len(fake_engine.requests[0]["prompt_token_ids"])
+    assert body["usage"]["prompt_tokens"] == num_prompt and body["usage"]["completion_tokens"] == 15
+    assert ApiUsage.objects.get().num_output_tokens == 15
+    assert schemas.ChatCompletion.model_validate(body).model_dump(mode="json") == body
+
+
+def test_n_choices_stream_with_their_index(api, key, fake_engine):
+    response, events = api.stream("chat/completions", {**CHAT, "n": 2, "stream_options": {"include_usage": True}},
+                                  key)
+    chunks = [e for e in events if e != "[DONE]" and e["choices"]]
+    for index in (0, 1):
+        mine = [c["choices"][0] for c in chunks if c["choices"][0]["index"] == index]
+        assert mine[0]["delta"] == {"role": "assistant", "content": ""}
+        assert "".join(c["delta"].get("content", "") for c in mine) == "Hello"
+        assert [c["finish_reason"] for c in mine if c["finish_reason"]] == ["length"]
+    assert events[-2]["usage"]["completion_tokens"] == 10 and events[-1] == "[DONE]"
+
+
+def test_n_choices_in_completions_and_a_seed_past_the_range(api, key, fake_engine):
+    body = api.post("completions", {"model": "terse", "prompt": "Hi", "n": 2}, key).json()
+    assert [(c["index"], c["text"]) for c in body["choices"]] == [(0, "Hello"), (1, "Hello")]
+    error = api.post("completions", {"model": "terse", "prompt": "Hi", "n": 2, "seed": 2 ** 64 - 1}, key).json()
+    assert error["error"]["param"] == "seed"  # the second choice's seed would overflow
+
+
+def test_echo_puts_the_prompt_first(api, key, fake_engine):
+    body = api.post("completions", {"model": "terse", "prompt": "Hi ", "echo": True}, key).json()
+    assert body["choices"][0]["text"] == "Hi Hello"
+    _, events = api.stream("completions", {"model": "terse", "prompt": "Hi ", "echo": True}, key)
+    assert "".join(e["choices"][0]["text"] for e in events if e != "[DONE]" and e["choices"]) == "Hi Hello"
+
+
+def test_text_parts_in_every_role(api, key, fake_engine):
+    def part(text):
+        return [{"type": "text", "text": text}]
+
+    messages = [{"role": "system", "content": part("Be")}, {"role": "user", "content": part("Hi")},
+                {"role": "assistant", "content": part("Yo")}, {"role": "user", "content": "again"}]
+    assert api.post("chat/completions", {**CHAT, "messages": messages}, key).status_code == 200
+    assert _prompt_text(fake_engine).endswith("<system>Be<user>Hi<assistant>Yo<user>again<assistant>")
+
+
+def test_tokenize_counts_what_a_completion_is_charged(api, key, fake_engine):
+    tokens = api.post("tokenize", {"messages": CHAT["messages"], "return_token_strs": True}, key).json()
+    completion = api.post("chat/completions", CHAT, key).json()
+    assert tokens["count"] == completion["usage"]["prompt_tokens"] == len(tokens["tokens"])
+    assert "".join(tokens["token_strs"]).endswith("<user>Hi<assistant>")
+    assert tokens["max_model_len"] == fake_engine.max_model_len
+    assert api.post("detokenize", {"tokens": [72, 105]}, key).json() == {"prompt": "Hi"}
+    error = api.post("tokenize", {"prompt": "a", "messages": CHAT["messages"]}, key)
+    assert error.status_code == 400
+    assert api.post("tokenize", {"model": "nope", "prompt": "a"}, key).status_code == 404

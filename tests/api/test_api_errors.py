@@ -1,5 +1,6 @@
 """Error answers of /v1 in OpenAI's shape, in-process: auth, validation, models, context, engine state."""
 import pytest
+from asgiref.sync import async_to_sync
 
 from inference.errors import QueueFullError
 from tenants import services
@@ -67,11 +68,24 @@ def test_last_used_at_is_recorded(api, tenant, make_key, fake_engine):
     ("max_completion_tokens", 0, "max_completion_tokens"),
     ("stop", [""], "stop"),
     ("seed", "abc", "seed"),
-    ("n", 2, "n"),
+    ("n", 0, "n"),
+    ("n", 129, "n"),
+    ("seed", 2 ** 64, "seed"),  # past torch's generator: refused before the engine
+    ("seed", -(2 ** 63) - 1, "seed"),
+    # types are strict, as OpenAI's are: no coercion of strings, booleans or non-finite numbers
+    ("stream", "yes", "stream"),
+    ("max_tokens", "10", "max_tokens"),
+    ("max_tokens", True, "max_tokens"),
+    ("temperature", True, "temperature"),
+    ("stream_options", "x", "stream_options"),
+    ("logprobs", "true", "logprobs"),
+    ("model", "terse\u0000", "model"),  # PostgreSQL cannot compare it: a 400, not a 503
     ("top_logprobs", 30, "top_logprobs"),
     ("tools", [{"type": "function", "function": {"name": "f"}}], "tools"),
     ("response_format", {"type": "json_object"}, "response_format"),
-    ("logit_bias", {"42": 5}, "logit_bias"),
+    ("logit_bias", {"42": 101}, "logit_bias"),
+    ("logit_bias", {"abc": 1}, "logit_bias"),
+    ("prompt_logprobs", 1, "prompt_logprobs"),
     ("messages", [], "messages"),
     ("messages", [{"role": "robot", "content": "Hi"}], "messages[0].role"),
     ("messages", [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}], "messages[0].content[0]"),
@@ -89,11 +103,59 @@ def test_top_logprobs_without_logprobs_is_400(api, key, fake_engine):
     assert _error(api.post("chat/completions", {**CHAT, "top_logprobs": 2}, key), 400)["param"] == "top_logprobs"
 
 
-@pytest.mark.parametrize("field, value", [("echo", True), ("best_of", 3), ("suffix", "x"), ("prompt", ["a", "b"]),
-                                          ("prompt", "")])
-def test_invalid_completion_field_is_400(api, key, fake_engine, field, value):
-    body = {"model": "terse", "prompt": "Hi", field: value}
-    assert _error(api.post("completions", body, key), 400)["param"] == ("prompt" if field == "prompt" else field)
+@pytest.mark.parametrize("raw", ['Infinity', '-Infinity', 'NaN', '1e400'])
+def test_non_finite_numbers_are_400(api, key, fake_engine, raw):
+    body = '{"model": "terse", "messages": [{"role": "user", "content": "Hi"}], "temperature": %s}' % raw
+    assert _error(api.post("chat/completions", body, key), 400)["param"] == "temperature"
+    assert not fake_engine.requests
+
+
+@pytest.mark.parametrize("field, value, param", [
+    ("echo", True, "echo"),  # with logprobs (below): no prompt log-probabilities
+    ("best_of", 3, "best_of"), ("suffix", "x", "suffix"), ("prompt", ["a", "b"], "prompt"), ("prompt", "", "prompt"),
+    ("prompt", [True, False], "prompt"), ("prompt_logprobs", 0, "prompt_logprobs"), ("n", "2", "n"),
+])
+def test_invalid_completion_field_is_400(api, key, fake_engine, field, value, param):
+    body = {"model": "terse", "prompt": "Hi", field: value, **({"logprobs": 1} if field == "echo" else {})}
+    error = _error(api.post("completions", body, key), 400)
+    assert error["param"] == param, error
+    assert not fake_engine.requests
+
+
+def test_best_of_names_the_alternative(api, key, fake_engine):
+    error = _error(api.post("completions", {"model": "terse", "prompt": "Hi", "best_of": 2}, key), 400)
+    assert error["code"] == "unsupported_parameter" and "n choices" in error["message"]
+
+
+def test_nul_in_model_is_400_and_recorded(api, key, fake_engine):
+    error = _error(api.post("chat/completions", {**CHAT, "model": "te\u0000rse"}, key), 400)
+    assert (error["param"], error["code"]) == ("model", "invalid_value")
+    row = ApiUsage.objects.get()
+    assert (row.status_code, row.error_code, row.model) == (400, "invalid_value", "te\ufffdrse")
+
+
+def test_a_huge_prompt_is_refused_by_its_length_before_tokenizing(api, key, fake_engine, monkeypatch):
+    calls = []
+    monkeypatch.setattr(fake_engine.tokenizer, "encode", lambda *a, **kw: calls.append(a) or [1])
+    body = {**CHAT, "messages": [{"role": "user", "content": "x" * 2_400_000}]}
+    error = _error(api.post("chat/completions", body, key), 400)
+    assert error["code"] == "context_length_exceeded" and "characters" in error["message"]
+    error = _error(api.post("completions", {"model": "terse", "prompt": "x" * 2_400_000}, key), 400)
+    assert (error["code"], error["param"]) == ("context_length_exceeded", "prompt")
+    assert calls == [] and not fake_engine.requests
+
+
+@pytest.mark.parametrize("method", ["get", "put", "delete", "patch"])
+@pytest.mark.parametrize("path", ["chat/completions", "completions", "tokenize", "detokenize"])
+def test_wrong_method_is_405_in_openai_shape(api, key, method, path):
+    response = async_to_sync(getattr(api.client, method))(f"/v1/{path}", headers={"Authorization": f"Bearer {key}"})
+    error = _error(response, 405)
+    assert error["code"] == "method_not_allowed" and response["Allow"] == "POST"
+
+
+def test_wrong_method_on_models_is_405(api, key):
+    response = async_to_sync(api.client.post)("/v1/models", headers={"Authorization": f"Bearer {key}"})
+    assert _error(response, 405)["code"] == "method_not_allowed" and response["Allow"] == "GET"
 
 
 def test_body_that_is_not_json_is_400(api, key, fake_engine):
