@@ -23,7 +23,7 @@ from chat.errors import CLOSE_UNAUTHENTICATED, EXPECTED_ERRORS, ChatAccessError,
 from chat.replies import ReplyStream
 from observability import arrival, track_request
 from pagoda.db import db_call as _db  # each call gives its connection back at once
-from tenants.models import Message
+from chat.models import Message
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.crypto import constant_time_compare
 from django.views.decorators.http import require_POST
 
-from console import panels
+from console import panels, usage
 from console.forms import SystemPromptForm
 from tenants import pinning, selectors, services
 from tenants.models import SystemPrompt, Tenant
@@ -46,7 +46,7 @@ def _tenant_context(tenant: Tenant, prompt_form: SystemPromptForm | None = None)
         "history": selectors.system_prompt_history(tenant)[:20],
         "profiles": selectors.profiles(tenant),
         "members": selectors.members(tenant),
-        "usage": selectors.usage_overview(tenant, days=14),  # chat replies and /v1 API calls
+        "usage": usage.usage_overview(tenant, days=14),  # chat replies and /v1 API calls
         "api_usage_by_key": selectors.api_usage_by_key(tenant, days=14),
         "api_keys": selectors.api_keys(tenant),
         "audit": selectors.audit_log(tenant, limit=15),

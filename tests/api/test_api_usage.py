@@ -6,6 +6,8 @@ from django.apps import apps
 from django.urls import reverse
 from django.utils import timezone
 
+from chat import history
+from console import usage
 from tenants import selectors, services
 from tenants.models import ApiKey, ApiUsage, Membership
 
@@ -56,15 +58,15 @@ def test_usage_overview_adds_api_calls_to_chat_replies(tenant, other_tenant, mak
     _usage(other_tenant, make_key(other_tenant)[0], num_prompt_tokens=1000)
     member = make_user("bob")
     services.add_member(tenant, member)
-    conversation = services.create_conversation(tenant, member)
-    reply = services.create_pending_reply(conversation, profile=None, system_prompt=None)
-    services.finish_reply(reply, content="x", status="complete", num_prompt_tokens=20, num_output_tokens=3)
+    conversation = history.create_conversation(tenant, member)
+    reply = history.create_pending_reply(conversation, profile=None, system_prompt=None)
+    history.finish_reply(reply, content="x", status="complete", num_prompt_tokens=20, num_output_tokens=3)
 
     api_days = selectors.api_usage_by_day(tenant, days=2)
     assert api_days[-1] | {"day": None} == {"day": None, "num_requests": 2, "num_errors": 1, "prompt_tokens": 10,
                                             "cached_tokens": 4, "output_tokens": 5, "total_tokens": 15}
     assert api_days[0]["total_tokens"] == 101
-    today = selectors.usage_overview(tenant, days=2)[-1]
+    today = usage.usage_overview(tenant, days=2)[-1]
     assert today | {"day": None} == {"day": None, "num_replies": 1, "num_api_requests": 2, "prompt_tokens": 30,
                                      "cached_tokens": 4, "output_tokens": 8, "total_tokens": 38, "api_tokens": 15}
     (by_key,) = selectors.api_usage_by_key(tenant, days=2)

@@ -5,8 +5,11 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
+from chat import history
+from chat import selectors as chat_selectors
+from chat.models import Message
 from tenants import selectors, services
-from tenants.models import ApiKey, AuditLog, Membership, Message
+from tenants.models import ApiKey, AuditLog, Membership
 
 
 # --- tenants and members ---
@@ -81,43 +84,43 @@ def test_update_api_key_limits(tenant):
 # --- conversations and usage ---
 def test_conversation_needs_membership(tenant, make_user):
     with pytest.raises(PermissionDenied):
-        services.create_conversation(tenant, make_user("stranger"))
+        history.create_conversation(tenant, make_user("stranger"))
 
 
 def test_conversation_flow_and_foreign_lookup(tenant, member, make_user):
-    conversation = services.create_conversation(tenant, member)
-    services.add_user_message(conversation, "  How do I   file expenses?\n")
+    conversation = history.create_conversation(tenant, member)
+    history.add_user_message(conversation, "  How do I   file expenses?\n")
     conversation.refresh_from_db()
     assert conversation.title == "How do I file expenses?"
-    reply = services.create_pending_reply(conversation, profile=selectors.default_profile(tenant), system_prompt=None)
+    reply = history.create_pending_reply(conversation, profile=selectors.default_profile(tenant), system_prompt=None)
     assert reply.status == Message.Status.PENDING
-    services.finish_reply(reply, content="Use the form.", status="stopped", finish_reason="abort",
+    history.finish_reply(reply, content="Use the form.", status="stopped", finish_reason="abort",
                           num_prompt_tokens=20, num_cached_tokens=16, num_output_tokens=3)
     reply.refresh_from_db()
     assert (reply.status, reply.num_total_tokens, reply.completed_at is not None) == ("stopped", 23, True)
-    assert selectors.conversation_for_user(member, conversation.pk) == conversation
-    assert selectors.conversation_for_user(make_user("eve"), conversation.pk) is None
+    assert chat_selectors.conversation_for_user(member, conversation.pk) == conversation
+    assert chat_selectors.conversation_for_user(make_user("eve"), conversation.pk) is None
     with pytest.raises(ValueError):
-        services.finish_reply(reply, content="", status="pending")
+        history.finish_reply(reply, content="", status="pending")
     with pytest.raises(PermissionDenied):
-        services.delete_conversation(conversation, make_user("mallory"))
-    services.delete_conversation(conversation, member)
+        history.delete_conversation(conversation, make_user("mallory"))
+    history.delete_conversation(conversation, member)
 
 
 def test_usage_by_day_sums_reply_tokens(tenant, other_tenant, member):
-    conversation = services.create_conversation(tenant, member)
+    conversation = history.create_conversation(tenant, member)
     for prompt_tokens, output_tokens in [(10, 5), (20, 7)]:
-        reply = services.create_pending_reply(conversation, profile=None, system_prompt=None)
-        services.finish_reply(reply, content="x", status="complete",
+        reply = history.create_pending_reply(conversation, profile=None, system_prompt=None)
+        history.finish_reply(reply, content="x", status="complete",
                               num_prompt_tokens=prompt_tokens, num_output_tokens=output_tokens)
-    yesterday = services.create_pending_reply(conversation, profile=None, system_prompt=None)
-    services.finish_reply(yesterday, content="x", status="complete", num_prompt_tokens=100, num_output_tokens=1)
+    yesterday = history.create_pending_reply(conversation, profile=None, system_prompt=None)
+    history.finish_reply(yesterday, content="x", status="complete", num_prompt_tokens=100, num_output_tokens=1)
     Message.objects.filter(pk=yesterday.pk).update(created_at=timezone.now() - datetime.timedelta(days=1))
 
-    usage = selectors.usage_by_day(tenant, days=3)
+    usage = chat_selectors.usage_by_day(tenant, days=3)
     assert [row["day"] for row in usage] == [timezone.localdate() - datetime.timedelta(days=n) for n in (2, 1, 0)]
     assert usage[-1] | {"day": None} == {
         "day": None, "num_replies": 2, "prompt_tokens": 30, "cached_tokens": 0, "output_tokens": 12, "total_tokens": 42,
     }
     assert usage[-2]["total_tokens"] == 101 and usage[0]["total_tokens"] == 0
-    assert all(row["total_tokens"] == 0 for row in selectors.usage_by_day(other_tenant, days=3))
+    assert all(row["total_tokens"] == 0 for row in chat_selectors.usage_by_day(other_tenant, days=3))

@@ -26,6 +26,7 @@ from django.contrib.auth.hashers import make_password  # noqa: E402
 from django.contrib.sessions.backends.db import SessionStore  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
+from chat import history  # noqa: E402
 from tenants import services  # noqa: E402
 from tenants.models import Membership, SamplingProfile  # noqa: E402
 
@@ -66,7 +67,7 @@ def main() -> None:
         for i in range(num_users):
             user = get_user_model().objects.create(username=f"{slug}-user-{i}", password=password)
             services.add_member(tenant, user, role=Membership.Role.MEMBER)
-            conversations = [services.create_conversation(tenant, user).pk for _ in range(num_conversations)]
+            conversations = [history.create_conversation(tenant, user).pk for _ in range(num_conversations)]
             out["users"].append({"username": user.username, "id": user.pk, "tenant": slug,
                                  "session": _session(user), "conversations": conversations})
     print(json.dumps(out))

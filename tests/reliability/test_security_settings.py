@@ -16,8 +16,10 @@ from django.contrib import admin
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from chat import history
+from chat.models import Conversation
 from tenants import services
-from tenants.models import ApiKey, AuditLog, Conversation, Membership, SamplingProfile, SystemPrompt
+from tenants.models import ApiKey, AuditLog, Membership, SamplingProfile, SystemPrompt
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,8 +50,8 @@ def world(db, django_user_model):
         services.add_member(tenant, member, role=Membership.Role.MEMBER)
         services.create_system_prompt(tenant, f"{slug} secret prompt")
         key, _ = services.create_api_key(tenant, f"{slug} key")
-        conversation = services.create_conversation(tenant, member)
-        services.add_user_message(conversation, f"{slug} private question")
+        conversation = history.create_conversation(tenant, member)
+        history.add_user_message(conversation, f"{slug} private question")
         services.record_api_usage(key, endpoint="models", status_code=200)
         objects[slug] = {"tenant": tenant, "admin": admin_user, "member": member, "conversation": conversation,
                          "key": key}

@@ -2,4 +2,4 @@
 
 Every change goes through tenants.services, so the admin writes the same audit log as scripts do.
 """
-from tenants.admin import api_keys, audit, conversations, profiles, prompts, tenancy, usage  # noqa: F401  (registers)
+from tenants.admin import api_keys, audit, profiles, prompts, tenancy, usage  # noqa: F401  (registers)

@@ -1,7 +1,7 @@
-"""All of the platform's tables. Writes go through tenants.services, reads through tenants.selectors."""
+"""The tenants app's tables: tenants, members, prompts, profiles, audit. Writes go through tenants.services,
+reads through tenants.selectors; chat and api own their own tables."""
 from tenants.models.api_keys import ApiKey
 from tenants.models.audit import AuditLog
-from tenants.models.conversations import Conversation, Message
 from tenants.models.profiles import SamplingProfile
 from tenants.models.prompts import SystemPrompt
 from tenants.models.tenancy import Membership, Tenant
@@ -11,9 +11,7 @@ __all__ = [
     "ApiKey",
     "ApiUsage",
     "AuditLog",
-    "Conversation",
     "Membership",
-    "Message",
     "SamplingProfile",
     "SystemPrompt",
     "Tenant",

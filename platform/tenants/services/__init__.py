@@ -4,13 +4,6 @@ Views, admin and commands call these; none of them saves a model directly. `acto
 asked (None for scripts); each change writes an AuditLog entry.
 """
 from tenants.services.api_keys import create_api_key, hash_api_key, revoke_api_key, touch_api_key, update_api_key
-from tenants.services.conversations import (
-    add_user_message,
-    create_conversation,
-    create_pending_reply,
-    delete_conversation,
-    finish_reply,
-)
 from tenants.services.profiles import (
     PRESETS,
     create_builtin_profiles,
@@ -32,18 +25,13 @@ __all__ = [
     "PRESETS",
     "activate_system_prompt",
     "add_member",
-    "add_user_message",
     "create_api_key",
     "create_builtin_profiles",
-    "create_conversation",
-    "create_pending_reply",
     "create_system_prompt",
     "create_tenant",
     "deactivate_system_prompt",
-    "delete_conversation",
     "delete_tenant",
     "delete_profile",
-    "finish_reply",
     "hash_api_key",
     "record_api_usage",
     "remove_member",
