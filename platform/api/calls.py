@@ -7,13 +7,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from api import ratelimit
+from api import ratelimit, services
 from api.errors import ApiError
 from api.generation import EngineRun
+from api.models import ApiKey
 from observability.arrival import request_arrival
 from pagoda.db import db_call
-from tenants import services
-from tenants.models import ApiKey, SamplingProfile
+from tenants.models import SamplingProfile
 
 logger = logging.getLogger(__name__)
 

@@ -22,13 +22,14 @@ from api import ratelimit
 from api.calls import ApiCall, new_request_id
 from api.errors import EXPECTED_ERRORS, error_response, invalid, to_api_error
 from api.generation import EngineRun
+from api.models import ApiKey
 from api.profiles import resolve_profile
 from api.prompts import chat_prompt_ids, completion_prompt_ids
 from api.sampling import build_params, fit_to_context
 from api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
 from pagoda.db import db_call
 from tenants import selectors
-from tenants.models import ApiKey, SamplingProfile, Tenant
+from tenants.models import SamplingProfile, Tenant
 
 class EventStreamResponse(StreamingHttpResponse):
     """A `text/event-stream` response whose event generator is closed as soon as the server stops

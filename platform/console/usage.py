@@ -1,8 +1,8 @@
 """The console's usage table: chat replies (chat app) and /v1 calls (api app) per day, added up."""
 import datetime
 
+from api import selectors as api_selectors
 from chat import selectors as chat_selectors
-from tenants import selectors
 from tenants.models import Tenant
 
 
@@ -13,7 +13,7 @@ def usage_overview(tenant: Tenant, *, days: int = 14, today: datetime.date | Non
     "total_tokens", "api_tokens"}; the token columns are the sums of both sources, api_tokens the API's share.
     """
     chat = chat_selectors.usage_by_day(tenant, days=days, today=today)
-    api = selectors.api_usage_by_day(tenant, days=days, today=today)
+    api = api_selectors.api_usage_by_day(tenant, days=days, today=today)
     return [
         {
             "day": c["day"],

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.crypto import constant_time_compare
 from django.views.decorators.http import require_POST
 
+from api import selectors as api_selectors
 from console import panels, usage
 from console.forms import SystemPromptForm
 from tenants import pinning, selectors, services
@@ -47,8 +48,8 @@ def _tenant_context(tenant: Tenant, prompt_form: SystemPromptForm | None = None)
         "profiles": selectors.profiles(tenant),
         "members": selectors.members(tenant),
         "usage": usage.usage_overview(tenant, days=14),  # chat replies and /v1 API calls
-        "api_usage_by_key": selectors.api_usage_by_key(tenant, days=14),
-        "api_keys": selectors.api_keys(tenant),
+        "api_usage_by_key": api_selectors.api_usage_by_key(tenant, days=14),
+        "api_keys": api_selectors.api_keys(tenant),
         "audit": selectors.audit_log(tenant, limit=15),
         "prompt_form": prompt_form or SystemPromptForm(initial={"text": active.text if active else ""}),
     }

@@ -5,11 +5,14 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
+from api import selectors as api_selectors
+from api import services as api_services
+from api.models import ApiKey
 from chat import history
 from chat import selectors as chat_selectors
 from chat.models import Message
 from tenants import selectors, services
-from tenants.models import ApiKey, AuditLog, Membership
+from tenants.models import AuditLog, Membership
 
 
 # --- tenants and members ---
@@ -49,34 +52,34 @@ def test_admin_tenants_are_scoped(tenant, other_tenant, tenant_admin, member, su
 
 # --- API keys ---
 def test_api_key_plaintext_is_returned_once_and_only_its_hash_stored(tenant):
-    key, plaintext = services.create_api_key(tenant, "wiki bot", rpm_limit=60, tpm_limit=10_000)
+    key, plaintext = api_services.create_api_key(tenant, "wiki bot", rpm_limit=60, tpm_limit=10_000)
     assert plaintext.startswith("pgd-") and len(plaintext) > 40
     stored = ApiKey.objects.get(pk=key.pk)
     assert stored.hashed_key == hashlib.sha256(plaintext.encode()).hexdigest()
     assert plaintext not in {str(getattr(stored, f.attname)) for f in ApiKey._meta.concrete_fields}
     assert plaintext.startswith(stored.prefix)
-    assert selectors.api_key_by_plaintext(plaintext) == stored
-    assert selectors.api_key_by_plaintext(plaintext + "x") is None
+    assert api_selectors.api_key_by_plaintext(plaintext) == stored
+    assert api_selectors.api_key_by_plaintext(plaintext + "x") is None
     entry = AuditLog.objects.get(action="api_key.create")
     assert "hashed_key" not in entry.after and plaintext not in str(entry.after)
 
 
 def test_revoke_and_touch_api_key(tenant):
-    key, plaintext = services.create_api_key(tenant, "bot")
-    services.revoke_api_key(key)
-    revoked_at = selectors.api_key_by_plaintext(plaintext).revoked_at
+    key, plaintext = api_services.create_api_key(tenant, "bot")
+    api_services.revoke_api_key(key)
+    revoked_at = api_selectors.api_key_by_plaintext(plaintext).revoked_at
     assert revoked_at is not None
-    services.revoke_api_key(key)
+    api_services.revoke_api_key(key)
     assert ApiKey.objects.get(pk=key.pk).revoked_at == revoked_at
-    services.touch_api_key(key)
+    api_services.touch_api_key(key)
     first = ApiKey.objects.get(pk=key.pk).last_used_at
-    services.touch_api_key(key)  # within a minute: no second write
+    api_services.touch_api_key(key)  # within a minute: no second write
     assert first is not None and ApiKey.objects.get(pk=key.pk).last_used_at == first
 
 
 def test_update_api_key_limits(tenant):
-    key, _ = services.create_api_key(tenant, "bot", rpm_limit=10)
-    services.update_api_key(key, rpm_limit=None, tpm_limit=500)
+    key, _ = api_services.create_api_key(tenant, "bot", rpm_limit=10)
+    api_services.update_api_key(key, rpm_limit=None, tpm_limit=500)
     key.refresh_from_db()
     assert (key.rpm_limit, key.tpm_limit) == (None, 500)
 

@@ -1,5 +1,5 @@
-"""Django admin for the platform's models. Superusers see everything; tenant admins only their tenants.
+"""Django admin for the tenants app's models (chat and api register their own, with the same scoping). Superusers see everything; tenant admins only their tenants.
 
 Every change goes through tenants.services, so the admin writes the same audit log as scripts do.
 """
-from tenants.admin import api_keys, audit, profiles, prompts, tenancy, usage  # noqa: F401  (registers)
+from tenants.admin import audit, profiles, prompts, tenancy  # noqa: F401  (registers)
