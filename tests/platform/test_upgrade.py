@@ -81,3 +81,14 @@ def test_upgrade_keeps_every_row_of_the_moved_tables(empty_database, tmp_path):
 @pytest.mark.parametrize("empty_database", ["sqlite"], indirect=True)
 def test_the_models_and_migrations_agree(empty_database, tmp_path):
     assert run_check(empty_database, tmp_path, "--makemigrations")["makemigrations_exit"] == 0
+
+
+def test_admin_links_of_the_moved_models_still_lead_to_them(client, superuser):
+    client.force_login(superuser)
+    for old, new in [("/admin/tenants/apikey/", "/admin/api/apikey/"),
+                     ("/admin/tenants/apiusage/?endpoint=models", "/admin/api/apiusage/?endpoint=models"),
+                     ("/admin/tenants/conversation/7/change/", "/admin/chat/conversation/7/change/")]:
+        response = client.get(old)
+        assert (response.status_code, response["Location"]) == (301, new)
+    assert client.get("/admin/api/apikey/").status_code == 200
+    assert client.get("/admin/tenants/tenant/").status_code == 200  # what stayed is not redirected
