@@ -1,4 +1,5 @@
-"""Django admin for the tenants app's models (chat and api register their own, with the same scoping). Superusers see everything; tenant admins only their tenants.
+"""Django admin for the tenants app's models. Superusers see everything; tenant admins only their tenants
+(chat and api register their own models with the same scoping, tenants.admin.scoping).
 
 Every change goes through tenants.services, so the admin writes the same audit log as scripts do.
 """
