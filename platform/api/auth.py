@@ -4,10 +4,10 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
+from api import selectors, services
 from api.errors import ApiError
+from api.models import ApiKey
 from pagoda.db import db_call
-from tenants import selectors, services
-from tenants.models import ApiKey
 
 
 def _unauthorized(message: str) -> ApiError:

@@ -7,14 +7,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from api import ratelimit
+from api import ratelimit, services
 from api.errors import ApiError
 from api.generation import RunGroup
+from api.models import ApiKey
 from governance import ledger
 from observability.arrival import request_arrival
 from pagoda.db import db_call
-from tenants import services
-from tenants.models import ApiKey, SamplingProfile
+from tenants.models import SamplingProfile
 
 logger = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from api import ratelimit
 from api.calls import ApiCall, new_request_id
 from api.errors import EXPECTED_ERRORS, error_response, invalid, to_api_error
 from api.generation import EngineRun, RunGroup
+from api.models import ApiKey
 from api.profiles import resolve_profile
 from api.prompts import chat_prompt_ids, completion_prompt_ids, single_prompt
 from api.sampling import build_params, fit_to_context
@@ -32,7 +33,7 @@ from governance import budgets
 from inference import StreamDelta
 from pagoda.db import db_call
 from tenants import selectors
-from tenants.models import ApiKey, SamplingProfile, Tenant
+from tenants.models import SamplingProfile, Tenant
 
 MAX_CHOICES = 128  # OpenAI's upper bound on n: each choice is one engine request
 

@@ -1,9 +1,8 @@
 """Token ids of a request's prompt, with the tenant's system prompt in front.
 
-The tenant's active system prompt is policy: it always comes first, as its own system turn, so the
-prompt starts with exactly the tokens the engine pinned for the tenant (engine.encode_system_prefix)
-and those blocks are a prefix-cache hit. A client's own system (or developer) messages are kept, in
-place, after it: they add to the tenant's instructions and cannot replace them.
+The tenant's active system prompt always comes first (tenants.system_turn). A client's own system (or
+developer) messages are kept, in place, after it: they add to the tenant's instructions and cannot
+replace them.
 
 /v1/completions takes raw text, without a chat template; there the tenant's system turn is put in
 front as tokens, and the client's text follows it.
@@ -20,6 +19,7 @@ from jinja2.exceptions import TemplateError
 
 from api.errors import context_too_long, invalid
 from api.schemas import ChatMessage
+from tenants.system_turn import system_prefix_ids, with_system_turn
 
 _longest_token_chars: dict[int, int] = {}  # id(tokenizer) -> characters of its longest vocabulary entry
 
@@ -60,11 +60,11 @@ def _text(message: ChatMessage, index: int) -> str:
 
 def chat_messages(system_prompt: str | None, messages: list[ChatMessage]) -> list[dict[str, str]]:
     """The conversation the chat template renders: the tenant's system turn, then the client's."""
-    turns = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    turns = []
     for index, message in enumerate(messages):
         role = "system" if message.role == "developer" else message.role
         turns.append({"role": role, "content": _text(message, index)})
-    return turns
+    return with_system_turn(system_prompt, turns)
 
 
 def chat_prompt_ids(engine: Any, system_prompt: str | None, messages: list[ChatMessage], *,
@@ -91,7 +91,7 @@ def single_prompt(prompt: str | list) -> str | list[int]:
 def completion_prompt_ids(engine: Any, system_prompt: str | None, prompt: str | list) -> list[int]:
     """Raw text (or token ids) after the tenant's system turn; a batch of several prompts is refused."""
     prompt = single_prompt(prompt)
-    prefix = engine.encode_system_prefix(system_prompt) if system_prompt else []
+    prefix = system_prefix_ids(engine, system_prompt)
     if isinstance(prompt, list):  # token ids (the engine checks they are in the vocabulary)
         return prefix + list(prompt)
     if not prompt:

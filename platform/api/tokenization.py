@@ -20,7 +20,8 @@ from api.prompts import chat_prompt_ids, completion_prompt_ids
 from api.schemas import DetokenizeRequest, TokenizeRequest
 from pagoda.db import db_call
 from tenants import selectors
-from tenants.models import ApiKey, Tenant
+from api.models import ApiKey
+from tenants.models import Tenant
 
 
 def _system_prompt(tenant: Tenant, model: str | None) -> str | None:

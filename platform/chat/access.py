@@ -17,7 +17,7 @@ from django.contrib import auth
 
 from chat import selectors
 from chat.errors import CLOSE_UNAUTHENTICATED, ChatAccessError
-from tenants.models import Conversation
+from chat.models import Conversation
 
 
 def session_user(session_key: str | None):

@@ -30,7 +30,7 @@ from chat.replies import ReplyStream
 from governance import budgets
 from observability import arrival, track_request
 from pagoda.db import db_call as _db  # each call gives its connection back at once
-from tenants.models import Message
+from chat.models import Message
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Turning a conversation into the engine's prompt: [system, *history, user] through the chat template.
 
-The tenant's system prompt always comes first, rendered exactly as tenants.pinning renders it for the
-pin (engine.encode_system_prefix), so every chat request of the tenant starts with the pinned KV blocks.
+The tenant's system prompt always comes first (tenants.system_turn), so every chat request of the
+tenant starts with the pinned KV blocks.
 When the history is too long for the context, the oldest turns are left out (the prompt then starts at
 an older user turn); only a system prompt plus the new message that alone do not fit is an error.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from inference.errors import PromptTooLongError
+from tenants.system_turn import with_system_turn
 
 EncodeChat = Callable[[list[dict]], list[int]]
 
@@ -25,13 +26,12 @@ def build_prompt_ids(encode_chat: EncodeChat, system_prompt: str | None, turns: 
     """
     if not turns or turns[-1]["role"] != "user":
         raise ValueError("the turns must end with a user turn")
-    head = [{"role": "system", "content": system_prompt}] if system_prompt else []
     starts = [i for i, turn in enumerate(turns) if turn["role"] == "user"]
     encoded: dict[int, list[int]] = {}
 
     def ids_from(k: int) -> list[int]:  # the prompt starting at the k-th user turn
         if k not in encoded:
-            encoded[k] = encode_chat(head + turns[starts[k]:])
+            encoded[k] = encode_chat(with_system_turn(system_prompt, turns[starts[k]:]))
         return encoded[k]
 
     def fits(k: int) -> bool:

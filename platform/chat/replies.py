@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from tenants.models import Message
+from chat.models import Message
 
 # How an engine finish reason is stored: a natural end is complete, an abort (stop button, closed tab) stopped.
 _STATUS_BY_FINISH = {"stop": Message.Status.COMPLETE, "length": Message.Status.COMPLETE,

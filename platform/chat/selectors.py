@@ -6,22 +6,36 @@ reply to each user message.
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 
 from django.db.models import Count, QuerySet
 
 from chat.errors import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, ChatAccessError
-from tenants import selectors as tenant_selectors
-from tenants.models import Conversation, Message
+from chat.models import Conversation, Message
+from pagoda import daily
+from tenants.models import Tenant
 
 # Replies that say nothing to the model: failed ones, and rows still waiting for their text.
 _SKIPPED_IN_PROMPT = {Message.Status.ERROR, Message.Status.PENDING}
 
 
+def conversation_for_user(user, conversation_id: int) -> Conversation | None:
+    """The conversation if it is the user's and the user is still a member of its tenant; else None."""
+    return (
+        Conversation.objects.select_related("tenant", "profile")
+        .filter(pk=conversation_id, user=user, tenant__is_active=True, tenant__memberships__user=user)
+        .first()
+    )
+
+
+def messages(conversation: Conversation) -> QuerySet[Message]:
+    return Message.objects.filter(conversation=conversation).order_by("created_at", "id")
+
+
 def conversation_for_socket(user, conversation_id: int) -> Conversation:
     """The user's conversation (tenant preloaded); ChatAccessError(4403) when it is someone else's or
     the user left its tenant, ChatAccessError(4404) when there is no such conversation."""
-    conversation = tenant_selectors.conversation_for_user(user, conversation_id)
+    conversation = conversation_for_user(user, conversation_id)
     if conversation is not None:
         return conversation
     if Conversation.objects.filter(pk=conversation_id).exists():
@@ -54,12 +68,12 @@ def is_stale_reply(message: Message, cutoff: datetime) -> bool:
 def thread(conversation: Conversation, stale_cutoff: datetime | None = None) -> list[Message]:
     """The visible thread. With `stale_cutoff`, a stale reply is shown failed, in these objects only:
     a page view writes nothing (services.fail_stale_replies stores it, on the conversation's next turn)."""
-    messages = visible_thread(list(tenant_selectors.messages(conversation)))
+    shown = visible_thread(list(messages(conversation)))
     if stale_cutoff is not None:
-        for m in messages:
+        for m in shown:
             if is_stale_reply(m, stale_cutoff):
                 m.status, m.error = Message.Status.ERROR, STALE_REPLY_ERROR
-    return messages
+    return shown
 
 
 def prompt_turns(thread_messages: list[Message]) -> list[dict]:
@@ -91,3 +105,13 @@ def empty_conversation(user, tenant) -> Conversation | None:
         .order_by("-updated_at")
         .first()
     )
+
+
+def usage_by_day(tenant: Tenant, *, days: int = 14, today: date | None = None) -> list[dict]:
+    """Token usage of the tenant's replies per day, oldest first, one row per day (zeros included).
+
+    Rows: {"day", "num_replies", "prompt_tokens", "cached_tokens", "output_tokens", "total_tokens"}.
+    """
+    first, start = daily.since(days, today)
+    replies = Message.objects.filter(conversation__tenant=tenant, role=Message.Role.ASSISTANT, created_at__gte=start)
+    return daily.tokens_per_day(replies, first, days, num_replies=Count("id"))

@@ -18,13 +18,13 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from chat import selectors
+from chat import history, selectors
 from chat.errors import ChatError
+from chat.models import Conversation, Message
 from chat.replies import ReplyStream
 from governance import ledger
 from tenants import selectors as tenant_selectors
-from tenants import services as tenant_services
-from tenants.models import Conversation, Message, SamplingProfile, SystemPrompt
+from tenants.models import SamplingProfile, SystemPrompt
 
 
 @dataclass
@@ -90,11 +90,11 @@ def begin_turn(plan: TurnPlan, request_id: str, stale_reply_s: float | None = No
         fail_stale_replies(stale_reply_s, conversation)
     user_message = None
     if plan.content is not None:
-        user_message = tenant_services.add_user_message(conversation, plan.content)
+        user_message = history.add_user_message(conversation, plan.content)
     if conversation.profile_id != plan.profile.pk:  # the next turn starts with the profile picked last
         Conversation.objects.filter(pk=conversation.pk).update(profile=plan.profile)
         conversation.profile = plan.profile
-    reply = tenant_services.create_pending_reply(conversation, profile=plan.profile, system_prompt=plan.system_prompt)
+    reply = history.create_pending_reply(conversation, profile=plan.profile, system_prompt=plan.system_prompt)
     reply.request_id = request_id
     reply.save(update_fields=["request_id"])
     return Turn(user_message, reply, conversation.title)
@@ -113,7 +113,7 @@ def finish_turn(reply: Message, stream: ReplyStream, *, status: str | None = Non
     ledger.record_chat_reply(reply, status=status, finish_reason=finish_reason, **usage)
     if not Message.objects.filter(pk=reply.pk).exists():
         return None
-    return tenant_services.finish_reply(
+    return history.finish_reply(
         reply,
         content=stream.text.replace("\x00", ""),
         status=status,
@@ -148,13 +148,13 @@ def fail_stale_replies(older_than_s: float, conversation: Conversation | None = 
 
 def new_conversation(user, tenant) -> Conversation:
     """The conversation "New chat" opens: an untouched one of the user in the tenant, else a new one."""
-    return selectors.empty_conversation(user, tenant) or tenant_services.create_conversation(tenant, user)
+    return selectors.empty_conversation(user, tenant) or history.create_conversation(tenant, user)
 
 
 def delete_conversation(user, conversation_id: int) -> bool:
     """Delete the user's conversation; False when it is not theirs or does not exist."""
-    conversation = tenant_selectors.conversation_for_user(user, conversation_id)
+    conversation = selectors.conversation_for_user(user, conversation_id)
     if conversation is None:
         return False
-    tenant_services.delete_conversation(conversation, user)
+    history.delete_conversation(conversation, user)
     return True

@@ -11,8 +11,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from chat import selectors, services, ui_text
+from chat.models import Conversation
 from tenants import selectors as tenant_selectors
-from tenants.models import Conversation
 
 
 def _page(request, tenants, conversations, conversation: Conversation | None):
@@ -53,7 +53,7 @@ def index(request):
 
 @login_required
 def conversation(request, conversation_id: int):
-    found = tenant_selectors.conversation_for_user(request.user, conversation_id)
+    found = selectors.conversation_for_user(request.user, conversation_id)
     if found is None:
         raise Http404("No such conversation")
     tenants = list(tenant_selectors.tenants_for_user(request.user))

@@ -1,5 +1,4 @@
 """Tenant console: thin views that check access, call selectors/services and render."""
-from functools import wraps
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -9,25 +8,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.crypto import constant_time_compare
 from django.views.decorators.http import require_POST
 
-from console import panels
+from api import selectors as api_selectors
+from console import panels, usage
 from console.forms import SystemPromptForm
 from governance import selectors as governance_selectors
 from tenants import pinning, selectors, services
+from tenants.decorators import tenant_admin_required
 from tenants.models import SystemPrompt, Tenant
-
-
-def tenant_admin_required(view):
-    """Login, then the tenant named by `slug` must be one the user administers; anything else is a 404."""
-
-    @login_required
-    @wraps(view)
-    def wrapper(request, slug: str, *args, **kwargs):
-        tenant = selectors.admin_tenants_for_user(request.user).filter(slug=slug).first()
-        if tenant is None:
-            raise Http404("No such tenant")
-        return view(request, tenant, *args, **kwargs)
-
-    return wrapper
 
 
 @login_required
@@ -50,7 +37,7 @@ def _tenant_context(tenant: Tenant, prompt_form: SystemPromptForm | None = None)
         "usage": governance_selectors.usage_overview(tenant, days=14),  # the ledger: chat replies and /v1 calls
         "api_usage_by_key": governance_selectors.api_usage_by_key(tenant, days=14),
         "spend": governance_selectors.spend_against_budgets(tenant),
-        "api_keys": selectors.api_keys(tenant),
+        "api_keys": api_selectors.api_keys(tenant),
         "audit": selectors.audit_log(tenant, limit=15),
         "prompt_form": prompt_form or SystemPromptForm(initial={"text": active.text if active else ""}),
     }

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from tenants import audit
-from tenants.models import Conversation, Message
+from chat.models import Conversation, Message
 
 
 def _iso(value) -> str | None:

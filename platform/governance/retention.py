@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from governance.models import RetentionPolicy
 from tenants import audit
-from tenants.models import Conversation, Tenant
+from chat.models import Conversation
+from tenants.models import Tenant
 
 
 @dataclass(frozen=True)

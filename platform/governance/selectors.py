@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from governance import budgets as budget_rules
 from governance.models import Budget, UsageRecord
-from tenants.models import ApiKey, Membership, Tenant
+from api.models import ApiKey
+from tenants.models import Membership, Tenant
 
 
 def ledger(tenant_id: int, start: datetime.datetime | None = None, end: datetime.datetime | None = None) -> QuerySet:

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from console.views import tenant_admin_required
+from tenants.decorators import tenant_admin_required
 from governance import personal_data, retention, selectors, services, usage_csv
 from governance.forms import BudgetForm, RetentionForm
 from governance.models import Budget, RetentionPolicy

@@ -6,13 +6,25 @@ language (English / Korean); the API app mounts its NinjaAPI under /v1/.
 """
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.http import HttpResponsePermanentRedirect
+from django.urls import include, path, re_path, reverse
 from django.views.generic import RedirectView
 
 from tenants.authentication import ThrottledAuthenticationForm
+# Admin pages of models that moved from the tenants app to the app that owns them: old links and
+# bookmarks keep working.
+MOVED_ADMIN_MODELS = {"conversation": "chat", "apikey": "api", "apiusage": "api"}
+
+
+def moved_admin_page(request, model: str, rest: str) -> HttpResponsePermanentRedirect:
+    url = f"{reverse('admin:index')}{MOVED_ADMIN_MODELS[model]}/{model}/{rest}"
+    query = request.META.get("QUERY_STRING", "")
+    return HttpResponsePermanentRedirect(f"{url}?{query}" if query else url)
+
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="chat:index", permanent=False), name="home"),
+    re_path(r"^admin/tenants/(?P<model>conversation|apikey|apiusage)/(?P<rest>.*)$", moved_admin_page),
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(
         redirect_authenticated_user=True, authentication_form=ThrottledAuthenticationForm), name="login"),

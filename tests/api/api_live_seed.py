@@ -18,6 +18,7 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 
+from api import services as api_services  # noqa: E402
 from tenants import services  # noqa: E402
 from tenants.models import SamplingProfile  # noqa: E402
 
@@ -44,10 +45,10 @@ def main() -> None:
         ("globex", globex, {}),
         ("initech", initech, {}),
     ]:
-        key, plaintext = services.create_api_key(tenant, name, **limits)
+        key, plaintext = api_services.create_api_key(tenant, name, **limits)
         keys[name] = {"id": key.pk, "tenant_id": tenant.pk, "plaintext": plaintext}
         if name.endswith("_revoked"):
-            services.revoke_api_key(key)
+            api_services.revoke_api_key(key)
     print(json.dumps({"keys": keys, "prompts": {"acme": ACME_PROMPT, "globex": GLOBEX_PROMPT}}))
 
 

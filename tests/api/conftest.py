@@ -17,6 +17,7 @@ from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
 from api import ratelimit
+from api import services as api_services
 from engine_runtime import runtime
 from inference import StreamDelta
 from inference.errors import PromptTooLongError
@@ -142,7 +143,7 @@ def other_tenant(db):
 @pytest.fixture
 def make_key():
     def make(tenant, name: str = "tool", **limits):
-        key, plaintext = services.create_api_key(tenant, name, **limits)
+        key, plaintext = api_services.create_api_key(tenant, name, **limits)
         return key, plaintext
 
     return make

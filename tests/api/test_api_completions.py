@@ -1,7 +1,7 @@
 """/v1/chat/completions and /v1/completions in-process, against FakeEngine: shapes, overrides, prompts."""
 from api import schemas
+from api.models import ApiUsage
 from tenants import services
-from tenants.models import ApiUsage
 
 CHAT = {"model": "terse", "messages": [{"role": "user", "content": "Hi"}]}
 

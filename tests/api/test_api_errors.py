@@ -3,8 +3,9 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from inference.errors import QueueFullError
+from api import services as api_services
+from api.models import ApiUsage
 from tenants import services
-from tenants.models import ApiUsage
 
 CHAT = {"model": "terse", "messages": [{"role": "user", "content": "Hi"}]}
 
@@ -33,7 +34,7 @@ def test_unknown_key_is_401(api, key, fake_engine):
 def test_revoked_key_is_403_and_recorded(api, tenant, make_key, fake_engine):
     key, plaintext = make_key(tenant)
     assert api.post("chat/completions", CHAT, plaintext).status_code == 200
-    services.revoke_api_key(key)
+    api_services.revoke_api_key(key)
     error = _error(api.post("chat/completions", CHAT, plaintext), 403)
     assert (error["type"], error["code"]) == ("permission_error", "api_key_revoked")
     assert _error(api.get("models", plaintext), 403)["code"] == "api_key_revoked"

@@ -7,7 +7,7 @@ import pytest
 
 from api import ratelimit
 from api.ratelimit import MemoryRateLimiter, RedisRateLimiter
-from tenants.models import ApiUsage
+from api.models import ApiUsage
 
 REDIS_URL = os.environ.get("PAGODA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 CHAT = {"model": "terse", "messages": [{"role": "user", "content": "Hi"}]}

@@ -6,10 +6,15 @@ from django.apps import apps
 from django.urls import reverse
 from django.utils import timezone
 
+from api import selectors as api_selectors
+from api import services as api_services
+from api.models import ApiKey, ApiUsage
+from chat import history
+from console import usage
 from governance import ledger
 from governance.models import UsageRecord
-from tenants import selectors, services
-from tenants.models import ApiKey, ApiUsage, Membership
+from tenants import services
+from tenants.models import Membership
 
 CHAT = {"model": "terse", "messages": [{"role": "user", "content": "Hi"}]}
 
@@ -37,7 +42,7 @@ def test_every_call_is_a_usage_row(api, tenant, make_key, fake_engine):
 def test_plaintext_keys_are_never_stored(api, tenant, make_key, fake_engine):
     key, plaintext = make_key(tenant)
     api.post("chat/completions", CHAT, plaintext)
-    services.revoke_api_key(key)
+    api_services.revoke_api_key(key)
     api.post("chat/completions", CHAT, plaintext)
     assert ApiKey.objects.get(pk=key.pk).hashed_key == hashlib.sha256(plaintext.encode()).hexdigest()
     secret_part = plaintext[len(key.prefix):]  # the prefix is shown in lists on purpose
@@ -49,8 +54,8 @@ def test_plaintext_keys_are_never_stored(api, tenant, make_key, fake_engine):
 
 def _usage(tenant, key, **fields):
     """An ApiUsage row and its ledger row, as api.calls.ApiCall writes them (the console reads the ledger)."""
-    usage = services.record_api_usage(key, endpoint="chat.completions", status_code=fields.pop("status_code", 200),
-                                      **fields)
+    usage = api_services.record_api_usage(key, endpoint="chat.completions", status_code=fields.pop("status_code", 200),
+                                          **fields)
     ledger.record_api_call(usage, key)
     return usage
 
@@ -64,18 +69,18 @@ def test_usage_overview_adds_api_calls_to_chat_replies(tenant, other_tenant, mak
     _usage(other_tenant, make_key(other_tenant)[0], num_prompt_tokens=1000)
     member = make_user("bob")
     services.add_member(tenant, member)
-    conversation = services.create_conversation(tenant, member)
-    reply = services.create_pending_reply(conversation, profile=None, system_prompt=None)
-    services.finish_reply(reply, content="x", status="complete", num_prompt_tokens=20, num_output_tokens=3)
+    conversation = history.create_conversation(tenant, member)
+    reply = history.create_pending_reply(conversation, profile=None, system_prompt=None)
+    history.finish_reply(reply, content="x", status="complete", num_prompt_tokens=20, num_output_tokens=3)
 
-    api_days = selectors.api_usage_by_day(tenant, days=2)
+    api_days = api_selectors.api_usage_by_day(tenant, days=2)
     assert api_days[-1] | {"day": None} == {"day": None, "num_requests": 2, "num_errors": 1, "prompt_tokens": 10,
                                             "cached_tokens": 4, "output_tokens": 5, "total_tokens": 15}
     assert api_days[0]["total_tokens"] == 101
-    today = selectors.usage_overview(tenant, days=2)[-1]
+    today = usage.usage_overview(tenant, days=2)[-1]
     assert today | {"day": None} == {"day": None, "num_replies": 1, "num_api_requests": 2, "prompt_tokens": 30,
                                      "cached_tokens": 4, "output_tokens": 8, "total_tokens": 38, "api_tokens": 15}
-    (by_key,) = selectors.api_usage_by_key(tenant, days=2)
+    (by_key,) = api_selectors.api_usage_by_key(tenant, days=2)
     assert (by_key["key"], by_key["num_requests"], by_key["num_errors"], by_key["total_tokens"]) == (key, 3, 1, 116)
 
 

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from runtime_testing import engine, real_engine  # noqa: F401 (fixtures)
+from chat import history
 from tenants import services
 from tenants.models import Membership, SamplingProfile
 
@@ -59,7 +60,7 @@ def member(tenant, make_user):
 
 @pytest.fixture
 def conversation(tenant, member):
-    return services.create_conversation(tenant, member)
+    return history.create_conversation(tenant, member)
 
 
 @pytest.fixture

@@ -30,8 +30,10 @@ SAMPLE_REPLY = (
 )
 SEED = f"""
 from django.contrib.auth import get_user_model
+from chat import history
+from chat.models import Message
 from tenants import services
-from tenants.models import Message, SamplingProfile
+from tenants.models import SamplingProfile
 
 tenant = services.create_tenant(name="Acme", slug="acme")
 services.create_system_prompt(tenant, "You are Acme's internal assistant. Answer briefly.")
@@ -41,10 +43,10 @@ services.save_profile(SamplingProfile(tenant=tenant, name="long", description="L
                                       max_tokens=400, ignore_eos=True, seed=7))
 user = get_user_model().objects.create_user("mina", password={PASSWORD!r})
 services.add_member(tenant, user)
-conversation = services.create_conversation(tenant, user)
-services.add_user_message(conversation, "How do I list files in Python?")
-reply = services.create_pending_reply(conversation, profile=None, system_prompt=None)
-services.finish_reply(reply, content={SAMPLE_REPLY!r}, status=Message.Status.COMPLETE, finish_reason="stop")
+conversation = history.create_conversation(tenant, user)
+history.add_user_message(conversation, "How do I list files in Python?")
+reply = history.create_pending_reply(conversation, profile=None, system_prompt=None)
+history.finish_reply(reply, content={SAMPLE_REPLY!r}, status=Message.Status.COMPLETE, finish_reason="stop")
 """
 
 

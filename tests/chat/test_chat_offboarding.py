@@ -6,6 +6,7 @@ import asyncio
 import time
 
 import pytest
+from chat import history
 from django.contrib.sessions.models import Session
 from django.test import Client
 
@@ -84,7 +85,7 @@ async def test_a_password_change_closes_the_users_sockets(conversation, member, 
 async def test_removal_from_the_tenant_closes_only_that_tenants_sockets(conversation, member, other_tenant,
                                                                         session_key):
     await db(lambda: services.add_member(other_tenant, member))()
-    elsewhere = await db(lambda: services.create_conversation(other_tenant, member))()
+    elsewhere = await db(lambda: history.create_conversation(other_tenant, member))()
     key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (removed, _), chat_socket(elsewhere.pk, key) as (kept, _):
         await db(lambda: services.remove_member(Membership.objects.get(user=member, tenant=conversation.tenant)))()
@@ -95,7 +96,7 @@ async def test_removal_from_the_tenant_closes_only_that_tenants_sockets(conversa
 
 async def test_tenant_deactivation_closes_its_members_sockets(conversation, member, tenant, make_user, session_key):
     colleague = await db(make_user)("cole", tenant)
-    theirs = await db(lambda: services.create_conversation(tenant, colleague))()
+    theirs = await db(lambda: history.create_conversation(tenant, colleague))()
     keys = await db(session_key)(member), await db(session_key)(colleague)
     async with chat_socket(conversation.pk, keys[0]) as (mine, _), chat_socket(theirs.pk, keys[1]) as (colleagues, _):
         await db(lambda: services.update_tenant(tenant, is_active=False))()

@@ -10,10 +10,10 @@ from django.db import OperationalError
 from django.test import Client
 
 from chat import consumers
+from chat import history
 from chat import services as chat_services
+from chat.models import Message
 from chat_testing import chat_socket, db, first_delta, frames_until_end, send, texts, wait_for
-from tenants import services
-from tenants.models import Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -156,12 +156,12 @@ async def test_a_socket_gone_mid_send_stops_the_reply(engine, conversation, memb
 
 
 def test_only_stale_pending_replies_are_failed(tenant, member, conversation):
-    other = services.create_conversation(tenant, member)
-    services.add_user_message(conversation, "Hi")
-    old, young, done = (services.create_pending_reply(conversation, profile=None, system_prompt=None)
+    other = history.create_conversation(tenant, member)
+    history.add_user_message(conversation, "Hi")
+    old, young, done = (history.create_pending_reply(conversation, profile=None, system_prompt=None)
                         for _ in range(3))
-    services.finish_reply(done, content="Hello", status=Message.Status.COMPLETE)
-    elsewhere = services.create_pending_reply(other, profile=None, system_prompt=None)
+    history.finish_reply(done, content="Hello", status=Message.Status.COMPLETE)
+    elsewhere = history.create_pending_reply(other, profile=None, system_prompt=None)
     Message.objects.filter(pk__in=[old.pk, done.pk, elsewhere.pk]).update(
         created_at=old.created_at - timedelta(hours=2))
     assert chat_services.fail_stale_replies(3600, conversation) == 1
@@ -174,5 +174,5 @@ def test_only_stale_pending_replies_are_failed(tenant, member, conversation):
         call_command("fail_stale_replies", "--older-than", "-1")
     # A reply that was only slow, not lost, is saved over the error when it ends.
     old.refresh_from_db()
-    services.finish_reply(old, content="Late", status=Message.Status.COMPLETE)
+    history.finish_reply(old, content="Late", status=Message.Status.COMPLETE)
     assert Message.objects.get(pk=old.pk).status == Message.Status.COMPLETE

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from chat_testing import chat_socket, db, next_frame, runtime_set_aside, send
+from chat.models import Message
 from tenants import services
-from tenants.models import Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

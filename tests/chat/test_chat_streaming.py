@@ -5,10 +5,11 @@ import asyncio
 
 import pytest
 
+from chat import history
 from chat import selectors as chat_selectors
+from chat.models import Conversation, Message
 from chat_testing import chat_socket, db, first_delta, frames_until_end, next_frame, send, texts, wait_for
 from tenants import services
-from tenants.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -163,7 +164,7 @@ async def test_prompt_longer_than_the_context_gets_an_error_frame(engine, conver
 
 
 async def test_two_sockets_of_one_user_stream_side_by_side(engine, tenant, member, session_key):
-    one, two = [await db(services.create_conversation)(tenant, member) for _ in range(2)]
+    one, two = [await db(history.create_conversation)(tenant, member) for _ in range(2)]
     key = await db(session_key)(member)
     async with chat_socket(one.pk, key) as (a, _), chat_socket(two.pk, key) as (b, _):
         await send(a, {"type": "user_message", "content": "One?"})

@@ -2,8 +2,9 @@
 import pytest
 from django.urls import reverse
 
+from chat import history
+from chat.models import Conversation, Message
 from tenants import services
-from tenants.models import Conversation, Message
 
 
 @pytest.fixture
@@ -19,10 +20,10 @@ def _chat(conversation, *turns):
     """Store (role, content) turns the way the consumer does."""
     for role, content in turns:
         if role == "user":
-            services.add_user_message(conversation, content)
+            history.add_user_message(conversation, content)
         else:
-            reply = services.create_pending_reply(conversation, profile=None, system_prompt=None)
-            services.finish_reply(reply, content=content, status=Message.Status.COMPLETE, finish_reason="stop")
+            reply = history.create_pending_reply(conversation, profile=None, system_prompt=None)
+            history.finish_reply(reply, content=content, status=Message.Status.COMPLETE, finish_reason="stop")
 
 
 def test_login_is_required(client, db):
@@ -51,7 +52,7 @@ def test_new_chat_reuses_an_untouched_conversation(client_of, member, tenant):
 
 
 def test_index_opens_the_newest_conversation(client_of, member, tenant, conversation):
-    newer = services.create_conversation(tenant, member)
+    newer = history.create_conversation(tenant, member)
     _chat(conversation, ("user", "older"))
     _chat(newer, ("user", "newer"))
     response = client_of(member).get(reverse("chat:index"))
@@ -60,7 +61,7 @@ def test_index_opens_the_newest_conversation(client_of, member, tenant, conversa
 
 def test_page_shows_thread_sidebar_profiles_and_socket(client_of, member, conversation, tenant):
     _chat(conversation, ("user", "What is Pagoda?"), ("assistant", "An **on-prem** chatbot."))
-    services.create_conversation(tenant, member)  # empty: not in the sidebar
+    history.create_conversation(tenant, member)  # empty: not in the sidebar
     response = client_of(member).get(reverse("chat:conversation", args=[conversation.pk]))
     html = response.content.decode()
     assert response.status_code == 200

@@ -20,6 +20,7 @@ django.setup()
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
+from api import services as api_services  # noqa: E402
 from tenants import services  # noqa: E402
 from tenants.models import Membership, SamplingProfile, Tenant  # noqa: E402
 
@@ -45,7 +46,7 @@ def main(long_tokens: int) -> None:
         services.save_profile(SamplingProfile(tenant=tenant, name="long", temperature=0.0,
                                               max_tokens=long_tokens, ignore_eos=True))
         services.add_member(tenant, root, role=Membership.Role.ADMIN)
-        keys[slug] = services.create_api_key(tenant, f"{slug} tool")[1]
+        keys[slug] = api_services.create_api_key(tenant, f"{slug} tool")[1]
     # erin is in two tenants: the routing cookie names the first by name (acme), as "New chat" does.
     services.add_member(Tenant.objects.get(slug="acme"), erin)
     services.add_member(services.create_tenant(name="Initech", slug="initech"), erin)  # no prompt

@@ -11,6 +11,7 @@ from django.test import AsyncClient
 
 from pagoda.middleware import REPLICA_HEADER, ROUTING_COOKIE
 from replica_cluster import NGINX_CONF, nginx_binary, render_nginx
+from api import services as api_services
 from tenants import services
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ def member(db, django_user_model):
 
 def test_api_keys_end_in_their_tenant(db):
     tenant = services.create_tenant(name="Acme Korea", slug="acme-kr_2")
-    _, plaintext = services.create_api_key(tenant, "wiki bot")
+    _, plaintext = api_services.create_api_key(tenant, "wiki bot")
     assert KEY_TENANT.match(plaintext).group(1) == "acme-kr_2"
     assert len(plaintext.split(".")[0]) == len("pgd-") + 43  # 256 random bits before the tenant
 

@@ -4,6 +4,7 @@ test_budgets_live.py."""
 import datetime
 
 import pytest
+from chat import history
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.utils import timezone
@@ -12,6 +13,7 @@ from governance import budgets, services
 from governance.models import Budget, BudgetReservation, UsageRecord
 from governance.periods import period_bounds
 from governance_testing import chat_turn
+from api import services as api_services
 from tenants import services as tenant_services
 from tenants.models import AuditLog, Membership
 
@@ -19,7 +21,7 @@ from tenants.models import AuditLog, Membership
 def test_a_spent_member_budget_refuses_with_the_reset_time(tenant, make_member):
     bob, carol = make_member(tenant, "bob"), make_member(tenant, "carol")
     services.set_budget(tenant, scope=Budget.Scope.MEMBER, period="day", source="chat", max_tokens=100)
-    conversation = tenant_services.create_conversation(tenant, bob)
+    conversation = history.create_conversation(tenant, bob)
     assert budgets.reserve_chat(bob, tenant, "r1", 50) is None
     chat_turn(bob, conversation, prompt_tokens=60, output_tokens=30)  # its own request id: r1 stays reserved
     with pytest.raises(budgets.QuotaExceeded) as refused:
@@ -39,15 +41,15 @@ def test_one_employees_budget_replaces_the_each_employee_one(tenant, make_member
     bob = make_member(tenant, "bob")
     services.set_budget(tenant, scope=Budget.Scope.MEMBER, period="day", source="chat", max_tokens=10)
     services.set_budget(tenant, scope=Budget.Scope.USER, user=bob, period="day", source="chat", max_tokens=1000)
-    chat_turn(bob, tenant_services.create_conversation(tenant, bob), prompt_tokens=20, output_tokens=0)
+    chat_turn(bob, history.create_conversation(tenant, bob), prompt_tokens=20, output_tokens=0)
     assert budgets.reserve_chat(bob, tenant, "r1", 5) is None
 
 
 def test_tenant_budgets_count_chat_and_api_as_set(tenant, make_member):
     bob = make_member(tenant, "bob")
-    key, _ = tenant_services.create_api_key(tenant, "tool")
+    key, _ = api_services.create_api_key(tenant, "tool")
     services.set_budget(tenant, period="month", source="api", max_tokens=50)
-    chat_turn(bob, tenant_services.create_conversation(tenant, bob), prompt_tokens=500, output_tokens=0)
+    chat_turn(bob, history.create_conversation(tenant, bob), prompt_tokens=500, output_tokens=0)
     assert budgets.reserve_api(key, "a1", 10) is None  # chat does not count against an API budget
     services.set_budget(tenant, period="month", source="all", max_tokens=400)
     with pytest.raises(budgets.QuotaExceeded, match="monthly budget of 400"):
@@ -59,7 +61,7 @@ def test_tenant_budgets_count_chat_and_api_as_set(tenant, make_member):
 def test_spend_counts_this_period_and_live_reservations_only(tenant, make_member, settings):
     bob = make_member(tenant, "bob")
     budget = services.set_budget(tenant, period="day", source="chat", max_tokens=100)
-    chat_turn(bob, tenant_services.create_conversation(tenant, bob), prompt_tokens=40, output_tokens=0)
+    chat_turn(bob, history.create_conversation(tenant, bob), prompt_tokens=40, output_tokens=0)
     UsageRecord.objects.update(created_at=timezone.now() - datetime.timedelta(days=2))  # an earlier day
     budgets.reserve_chat(bob, tenant, "live", 30)
     settings.PAGODA_CHAT_STALE_REPLY_SECONDS = 60
@@ -94,7 +96,7 @@ def test_set_budget_command(tenant, make_member, capsys):
 def test_console_budgets_page_sets_budgets_and_shows_spend(client, tenant, other_tenant, make_member):
     admin = make_member(tenant, "ann", role=Membership.Role.ADMIN)
     bob = make_member(tenant, "bob")
-    chat_turn(bob, tenant_services.create_conversation(tenant, bob), prompt_tokens=30, output_tokens=12)
+    chat_turn(bob, history.create_conversation(tenant, bob), prompt_tokens=30, output_tokens=12)
     client.force_login(admin)
     response = client.post("/console/acme/budgets/", {"scope": "member", "period": "day", "source": "chat",
                                                       "max_tokens": "50"})

@@ -5,6 +5,7 @@ import datetime
 import io
 
 import pytest
+from chat import history
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
@@ -14,8 +15,9 @@ from governance import ledger, selectors, usage_csv
 from governance.models import UsageRecord
 from governance.models.ledger import AppendOnlyError
 from governance_testing import chat_turn
+from api import services as api_services
 from tenants import services
-from tenants.models import Conversation
+from chat.models import Conversation
 
 
 def _ledger_sum(tenant) -> int:
@@ -24,12 +26,12 @@ def _ledger_sum(tenant) -> int:
 
 def test_usage_totals_equal_the_ledger_after_conversations_are_deleted(tenant, other_tenant, make_member):
     bob, eve = make_member(tenant, "bob"), make_member(other_tenant, "eve")
-    first, second = services.create_conversation(tenant, bob), services.create_conversation(tenant, bob)
+    first, second = history.create_conversation(tenant, bob), history.create_conversation(tenant, bob)
     for conversation, (p, o) in [(first, (10, 5)), (first, (20, 7)), (second, (30, 9))]:
         chat_turn(bob, conversation, prompt_tokens=p, output_tokens=o)
-    chat_turn(eve, services.create_conversation(other_tenant, eve), prompt_tokens=1000, output_tokens=1)
-    key, _ = services.create_api_key(tenant, "tool")
-    usage = services.record_api_usage(key, endpoint="chat.completions", status_code=200, request_id="chatcmpl-1",
+    chat_turn(eve, history.create_conversation(other_tenant, eve), prompt_tokens=1000, output_tokens=1)
+    key, _ = api_services.create_api_key(tenant, "tool")
+    usage = api_services.record_api_usage(key, endpoint="chat.completions", status_code=200, request_id="chatcmpl-1",
                                       num_prompt_tokens=40, num_cached_tokens=16, num_output_tokens=4)
     ledger.record_api_call(usage, key)
 
@@ -51,7 +53,7 @@ def test_usage_totals_equal_the_ledger_after_conversations_are_deleted(tenant, o
 
 def test_a_reply_finished_after_its_conversation_was_deleted_is_still_in_the_ledger(tenant, make_member):
     bob = make_member(tenant, "bob")
-    conversation = services.create_conversation(tenant, bob)
+    conversation = history.create_conversation(tenant, bob)
     plan = chat_services.plan_turn(bob, conversation.pk, content="hi", profile_name=None)
     turn = chat_services.begin_turn(plan, "chat-gone-1")
     conversation_id = conversation.pk
@@ -71,7 +73,7 @@ def test_a_reply_finished_after_its_conversation_was_deleted_is_still_in_the_led
 
 def test_ledger_rows_are_append_only(tenant, make_member):
     bob = make_member(tenant, "bob")
-    chat_turn(bob, services.create_conversation(tenant, bob), prompt_tokens=3, output_tokens=2)
+    chat_turn(bob, history.create_conversation(tenant, bob), prompt_tokens=3, output_tokens=2)
     row = UsageRecord.objects.get()
     row.num_output_tokens = 0
     with pytest.raises(AppendOnlyError):
@@ -84,8 +86,8 @@ def test_ledger_rows_are_append_only(tenant, make_member):
 def test_monthly_csv_holds_exactly_that_months_rows(tenant, other_tenant, make_member, tmp_path):
     bob, eve = make_member(tenant, "bob"), make_member(other_tenant, "eve")
     for _ in range(3):
-        chat_turn(bob, services.create_conversation(tenant, bob), prompt_tokens=10, output_tokens=5)
-    chat_turn(eve, services.create_conversation(other_tenant, eve), prompt_tokens=7, output_tokens=7)
+        chat_turn(bob, history.create_conversation(tenant, bob), prompt_tokens=10, output_tokens=5)
+    chat_turn(eve, history.create_conversation(other_tenant, eve), prompt_tokens=7, output_tokens=7)
     last_month = timezone.now().replace(day=1) - datetime.timedelta(days=3)
     UsageRecord.objects.filter(pk=UsageRecord.objects.filter(tenant_id=tenant.pk).first().pk).update(
         created_at=last_month)
@@ -109,13 +111,13 @@ def test_console_csv_export_is_for_that_tenants_admins_only(client, tenant, othe
     from tenants.models import Membership
 
     admin = make_member(tenant, "ann", role=Membership.Role.ADMIN)
-    chat_turn(admin, services.create_conversation(tenant, admin), prompt_tokens=4, output_tokens=4)
+    chat_turn(admin, history.create_conversation(tenant, admin), prompt_tokens=4, output_tokens=4)
     client.force_login(admin)
     response = client.get("/console/acme/usage.csv")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
     assert response.content.decode().count("\n") == 2  # header + one reply
     assert client.get("/console/acme/usage.csv?month=soon").status_code == 400
-    key, _ = services.create_api_key(tenant, "=HYPERLINK(1)")
-    ledger.record_api_call(services.record_api_usage(key, endpoint="completions", status_code=200), key)
+    key, _ = api_services.create_api_key(tenant, "=HYPERLINK(1)")
+    ledger.record_api_call(api_services.record_api_usage(key, endpoint="completions", status_code=200), key)
     assert "'=HYPERLINK(1)" in client.get("/console/acme/usage.csv").content.decode()  # never a formula
     assert client.get("/console/globex/usage.csv").status_code == 404

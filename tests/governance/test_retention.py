@@ -4,6 +4,7 @@ conversations, and reaches nobody else's."""
 import datetime
 import json
 
+from chat import history
 from django.core.management import call_command
 from django.utils import timezone
 
@@ -11,7 +12,8 @@ from governance import retention
 from governance.models import UsageRecord
 from governance_testing import chat_turn
 from tenants import services
-from tenants.models import AuditLog, Conversation, Message
+from chat.models import Conversation, Message
+from tenants.models import AuditLog
 
 
 def _aged(conversation, days: float, now):
@@ -28,15 +30,15 @@ def test_apply_retention_deletes_exactly_what_is_older_than_the_period(tenant, o
     retention.set_retention(tenant, 30)
     convs = {}
     for name, days in [("old", 45), ("just_over", 30.01), ("just_under", 29.99), ("new", 1)]:
-        convs[name] = services.create_conversation(tenant, bob)
+        convs[name] = history.create_conversation(tenant, bob)
         chat_turn(bob, convs[name], prompt_tokens=5, output_tokens=5)
         _aged(convs[name], days, now)
-    empty_old = _aged(services.create_conversation(tenant, bob), 40, now)  # no messages: its creation counts
-    revived = services.create_conversation(tenant, bob)
+    empty_old = _aged(history.create_conversation(tenant, bob), 40, now)  # no messages: its creation counts
+    revived = history.create_conversation(tenant, bob)
     chat_turn(bob, revived, prompt_tokens=5, output_tokens=5)
     _aged(revived, 90, now)
     chat_turn(bob, revived, prompt_tokens=5, output_tokens=5)  # started long ago, used today: kept
-    no_policy = _aged(services.create_conversation(other_tenant, eve), 400, now)
+    no_policy = _aged(history.create_conversation(other_tenant, eve), 400, now)
     ledger_before = UsageRecord.objects.count()
 
     call_command("apply_retention")
@@ -57,7 +59,7 @@ def test_apply_retention_deletes_exactly_what_is_older_than_the_period(tenant, o
 def test_dry_run_deletes_nothing(tenant, make_member):
     bob = make_member(tenant, "bob")
     retention.set_retention(tenant, 7)
-    _aged(services.create_conversation(tenant, bob), 8, timezone.now())
+    _aged(history.create_conversation(tenant, bob), 8, timezone.now())
     (result,) = retention.apply_retention(dry_run=True)
     assert result.num_conversations == 1 and Conversation.objects.count() == 1
 
@@ -78,9 +80,9 @@ def test_console_sets_the_retention_period(client, tenant, make_member):
 def test_an_employee_exports_their_own_conversations_only(client, tenant, other_tenant, make_member):
     bob, eve = make_member(tenant, "bob"), make_member(tenant, "eve")
     services.add_member(other_tenant, bob)
-    mine = [services.create_conversation(tenant, bob), services.create_conversation(other_tenant, bob)]
+    mine = [history.create_conversation(tenant, bob), history.create_conversation(other_tenant, bob)]
     chat_turn(bob, mine[0], prompt_tokens=3, output_tokens=3, content="회의 요약해 줘")
-    theirs = services.create_conversation(tenant, eve)
+    theirs = history.create_conversation(tenant, eve)
     chat_turn(eve, theirs, prompt_tokens=3, output_tokens=3, content="eve's secret")
 
     client.force_login(bob)
@@ -103,8 +105,8 @@ def test_an_employee_exports_their_own_conversations_only(client, tenant, other_
 def test_an_employee_deletes_all_their_conversations_after_confirming(client, tenant, make_member):
     bob, eve = make_member(tenant, "bob"), make_member(tenant, "eve")
     for _ in range(3):
-        chat_turn(bob, services.create_conversation(tenant, bob), prompt_tokens=3, output_tokens=3)
-    theirs = services.create_conversation(tenant, eve)
+        chat_turn(bob, history.create_conversation(tenant, bob), prompt_tokens=3, output_tokens=3)
+    theirs = history.create_conversation(tenant, eve)
     client.force_login(bob)
     assert "3 conversation(s)" in client.get("/chat/delete-all/").content.decode()
     assert client.post("/chat/delete-all/", {"confirm": "yes"}).status_code == 400

@@ -4,8 +4,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
+from api import selectors as api_selectors
+from api.models import ApiKey
 from tenants import selectors
-from tenants.models import ApiKey, AuditLog, Membership, Tenant
+from tenants.models import AuditLog, Membership, Tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -81,7 +83,7 @@ def test_set_system_prompt_command(tenant, tmp_path):
 def test_create_api_key_prints_the_key_once(tenant):
     out, err = run("create_api_key", "acme", "wiki bot", "--rpm", "30", "--tpm", "1000")
     plaintext = out.strip()
-    key = selectors.api_key_by_plaintext(plaintext)
+    key = api_selectors.api_key_by_plaintext(plaintext)
     assert key is not None and (key.name, key.rpm_limit, key.tpm_limit) == ("wiki bot", 30, 1000)
     assert "not shown again" in err and plaintext not in err
     assert ApiKey.objects.count() == 1

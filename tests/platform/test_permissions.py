@@ -119,7 +119,7 @@ def test_admin_membership_and_key_changes_are_audited(acme_admin_client, tenant,
     response = acme_admin_client.post(admin_url("membership", "add"), {"user": carol.pk, "tenant": tenant.pk,
                                                                          "role": "member"})
     assert response.status_code == 302 and selectors.is_member(carol, tenant)
-    response = acme_admin_client.post(admin_url("apikey", "add"), {"tenant": tenant.pk, "name": "bot",
+    response = acme_admin_client.post(reverse("admin:api_apikey_add"), {"tenant": tenant.pk, "name": "bot",
                                                                      "rpm_limit": "5", "tpm_limit": ""}, follow=True)
     page = response.content.decode()
     assert "it will not be shown again" in page

@@ -1,10 +1,14 @@
 """The admin site's tenant governance: a superuser deletes a tenant with everything it owns (tenant admins
 cannot), and a tenant admin's membership form lists only their own people."""
 import pytest
+from chat import history
 from django.test import Client
 
 from tenants import services
-from tenants.models import ApiKey, AuditLog, Conversation, Membership, SamplingProfile, SystemPrompt, Tenant
+from api import services as api_services
+from api.models import ApiKey
+from chat.models import Conversation
+from tenants.models import AuditLog, Membership, SamplingProfile, SystemPrompt, Tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -17,8 +21,8 @@ def _admin_client(user) -> Client:
 
 def _populated(tenant, member) -> None:
     services.create_system_prompt(tenant, "You are helpful.")
-    services.create_api_key(tenant, "tool")
-    conversation = services.create_conversation(tenant, member)
+    api_services.create_api_key(tenant, "tool")
+    conversation = history.create_conversation(tenant, member)
     services.add_user_message(conversation, "hello")
 
 

@@ -27,6 +27,8 @@ from django.contrib.auth.hashers import make_password  # noqa: E402
 from django.contrib.sessions.backends.db import SessionStore  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
+from api import services as api_services  # noqa: E402
+from chat import history  # noqa: E402
 from tenants import services  # noqa: E402
 from tenants.models import Membership, SamplingProfile  # noqa: E402
 
@@ -61,14 +63,14 @@ def main() -> None:
                                               max_tokens=spec.get("max_tokens", 6), is_default=True))
         services.save_profile(SamplingProfile(tenant=tenant, name="long", temperature=0.0, ignore_eos=True,
                                               max_tokens=spec.get("long_tokens", 200)))
-        key, plaintext = services.create_api_key(tenant, f"{slug} tool")
+        key, plaintext = api_services.create_api_key(tenant, f"{slug} tool")
         out["keys"][slug] = {"id": key.pk, "tenant_id": tenant.pk, "plaintext": plaintext}
         if slug not in PROMPTS:
             continue
         for i in range(num_users):
             user = get_user_model().objects.create(username=f"{slug}-user-{i}", password=password)
             services.add_member(tenant, user, role=Membership.Role.MEMBER)
-            conversations = [services.create_conversation(tenant, user).pk for _ in range(num_conversations)]
+            conversations = [history.create_conversation(tenant, user).pk for _ in range(num_conversations)]
             out["users"].append({"username": user.username, "id": user.pk, "tenant": slug,
                                  "session": _session(user), "conversations": conversations})
     if spec.get("superuser"):

@@ -16,8 +16,12 @@ from django.contrib import admin
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from api import services as api_services
+from api.models import ApiKey
+from chat import history
+from chat.models import Conversation
 from tenants import services
-from tenants.models import ApiKey, AuditLog, Conversation, Membership, SamplingProfile, SystemPrompt
+from tenants.models import AuditLog, Membership, SamplingProfile, SystemPrompt
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,10 +51,10 @@ def world(db, django_user_model):
         services.add_member(tenant, admin_user, role=Membership.Role.ADMIN)
         services.add_member(tenant, member, role=Membership.Role.MEMBER)
         services.create_system_prompt(tenant, f"{slug} secret prompt")
-        key, _ = services.create_api_key(tenant, f"{slug} key")
-        conversation = services.create_conversation(tenant, member)
-        services.add_user_message(conversation, f"{slug} private question")
-        services.record_api_usage(key, endpoint="models", status_code=200)
+        key, _ = api_services.create_api_key(tenant, f"{slug} key")
+        conversation = history.create_conversation(tenant, member)
+        history.add_user_message(conversation, f"{slug} private question")
+        api_services.record_api_usage(key, endpoint="models", status_code=200)
         objects[slug] = {"tenant": tenant, "admin": admin_user, "member": member, "conversation": conversation,
                          "key": key}
     return objects
@@ -66,7 +70,7 @@ FORM_POSTS = [
     lambda w: reverse("console:activate_prompt", args=["acme", 1]),
     lambda w: reverse("console:deactivate_prompt", args=["acme"]),
     lambda w: reverse("admin:tenants_samplingprofile_add"),
-    lambda w: reverse("admin:tenants_apikey_changelist"),  # bulk actions (revoke) post here
+    lambda w: reverse("admin:api_apikey_changelist"),  # bulk actions (revoke) post here
 ]
 
 
@@ -113,9 +117,9 @@ FOREIGN_POSTS = [
     lambda w: (reverse("console:activate_prompt", args=["globex", 1]), {}),
     lambda w: (reverse("console:deactivate_prompt", args=["globex"]), {}),
     lambda w: (reverse("chat:new"), {"tenant": "globex"}),
-    lambda w: (reverse("admin:tenants_apikey_changelist"),
+    lambda w: (reverse("admin:api_apikey_changelist"),
                {"action": "revoke_selected", "_selected_action": [w["globex"]["key"].pk]}),
-    lambda w: (reverse("admin:tenants_apikey_changelist"),
+    lambda w: (reverse("admin:api_apikey_changelist"),
                {"action": "delete_selected", "_selected_action": [w["globex"]["key"].pk], "post": "yes"}),
 ]
 
@@ -159,7 +163,7 @@ def test_the_sweep_is_not_vacuous_for_own_objects(world):
     own = world["acme"]["tenant"]
     assert client.get(reverse("console:tenant", args=["acme"])).status_code == 200
     key = ApiKey.objects.filter(tenant=own).first()
-    assert client.get(reverse("admin:tenants_apikey_change", args=[key.pk])).status_code == 200
+    assert client.get(reverse("admin:api_apikey_change", args=[key.pk])).status_code == 200
 
 
 # --- production settings ---

@@ -1,4 +1,4 @@
-"""Shared helpers for the tenants app's management commands."""
+"""Shared helpers for the management commands (of the tenants app and the apps built on it)."""
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 

@@ -1,7 +1,8 @@
+"""Chat history in the admin site, view only, scoped to the tenants a tenant admin administers."""
 from django.contrib import admin
 
+from chat.models import Conversation, Message
 from tenants.admin.scoping import ReadOnlyAdmin
-from tenants.models import Conversation, Message
 
 
 class MessageInline(admin.TabularInline):

@@ -1,3 +1,6 @@
+"""The api app's writes: API keys (created, changed and revoked with an audit entry) and one usage row per
+authenticated /v1 call. The admin, the console and `manage.py create_api_key` call these; nothing saves
+an ApiKey or ApiUsage row directly."""
 import hashlib
 import secrets
 from datetime import timedelta
@@ -5,8 +8,9 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from api.models import ApiKey, ApiUsage
 from tenants import audit
-from tenants.models import ApiKey, Tenant
+from tenants.models import SamplingProfile, Tenant
 
 KEY_PREFIX = "pgd-"  # makes leaked keys easy to grep for
 # Keys end in ".<tenant slug>": a load balancer routes a key's calls to its tenant's replica without a
@@ -81,3 +85,41 @@ def update_api_key(key: ApiKey, *, actor=None, name: str | None = None, rpm_limi
     if before != after:
         audit.record("api_key.update", actor=actor, instance=key, before=before, after=after)
     return key
+
+
+
+def record_api_usage(
+    key: ApiKey,
+    *,
+    endpoint: str,
+    status_code: int,
+    model: str = "",
+    profile: SamplingProfile | None = None,
+    request_id: str = "",
+    stream: bool = False,
+    error_code: str = "",
+    finish_reason: str = "",
+    num_prompt_tokens: int = 0,
+    num_cached_tokens: int = 0,
+    num_output_tokens: int = 0,
+    latency_ms: int | None = None,
+    time_to_first_token_ms: int | None = None,
+) -> ApiUsage:
+    """Store one call of `key` (its tenant is the key's). Not audited: usage is data, not a change."""
+    return ApiUsage.objects.create(
+        tenant_id=key.tenant_id,
+        api_key=key,
+        profile=profile,
+        endpoint=endpoint,
+        model=model[:100],
+        request_id=request_id[:64],
+        stream=stream,
+        status_code=status_code,
+        error_code=error_code[:64],
+        finish_reason=finish_reason or "",
+        num_prompt_tokens=num_prompt_tokens,
+        num_cached_tokens=num_cached_tokens,
+        num_output_tokens=num_output_tokens,
+        latency_ms=latency_ms,
+        time_to_first_token_ms=time_to_first_token_ms,
+    )

@@ -1,8 +1,9 @@
+"""API keys and usage in the admin site, scoped to the tenants a tenant admin administers."""
 from django.contrib import admin, messages
 
-from tenants import services
-from tenants.admin.scoping import TenantScopedAdmin, adopt
-from tenants.models import ApiKey
+from api import services
+from api.models import ApiKey, ApiUsage
+from tenants.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin, adopt
 
 
 @admin.register(ApiKey)
@@ -48,3 +49,19 @@ class ApiKeyAdmin(TenantScopedAdmin):
         for key in queryset:
             services.revoke_api_key(key, actor=request.user)
         self.message_user(request, f"Revoked {queryset.count()} key(s).")
+
+
+
+@admin.register(ApiUsage)
+class ApiUsageAdmin(ReadOnlyAdmin):
+    """One row per /v1 call (written by the api app): who, what, tokens, latency and how it ended."""
+
+    list_display = ["created_at", "tenant", "api_key", "endpoint", "model", "status_code", "num_prompt_tokens",
+                    "num_cached_tokens", "num_output_tokens", "latency_ms"]
+    list_filter = ["endpoint", "status_code", "tenant"]
+    list_select_related = ["tenant", "api_key"]
+    search_fields = ["request_id", "model", "api_key__name", "api_key__prefix"]
+    date_hierarchy = "created_at"
+
+    def get_list_filter(self, request):
+        return self.list_filter if request.user.is_superuser else ["endpoint", "status_code"]

@@ -1,16 +1,50 @@
+"""The api app's tables: the tenants' API keys and one usage row per /v1 call. Writes go through
+api.services, reads through api.selectors."""
+from django.conf import settings
 from django.db import models
 
-from tenants.models.api_keys import ApiKey
-from tenants.models.profiles import SamplingProfile
-from tenants.models.tenancy import Tenant
+from tenants.models import SamplingProfile, Tenant
+
+
+class ApiKey(models.Model):
+    """A tenant's key for the OpenAI-compatible API. Only the SHA-256 of the key is stored.
+
+    The plaintext is returned once by api.services.create_api_key; `prefix` (its first characters) lets
+    people tell keys apart in lists. rpm/tpm limits: None = unlimited.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, db_index=True, editable=False)
+    hashed_key = models.CharField(max_length=64, unique=True, editable=False)
+    rpm_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Requests per minute; empty: no limit.")
+    tpm_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Tokens per minute; empty: no limit.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "tenants_apikey"  # named for the tenants app: keeping the name kept the move state-only
+        ordering = ["tenant", "-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
 
 
 class ApiUsage(models.Model):
     """One authenticated call of the OpenAI-compatible API (/v1): who, what, tokens, time and outcome.
 
-    Written by services.record_api_usage for every call whose key was recognised, errors included
+    Written by api.services.record_api_usage for every call whose key was recognised, errors included
     (status_code says how it ended; 499 = the client went away mid-request). Chat replies made in the
-    web UI are counted on their Message rows instead; selectors.usage_overview adds both up.
+    web UI are counted on their Message rows instead; console.usage.usage_overview adds both up.
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_usage")
@@ -31,6 +65,7 @@ class ApiUsage(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
+        db_table = "tenants_apiusage"  # as ApiKey's table
         ordering = ["-created_at", "-id"]
         verbose_name = "API usage record"
         indexes = [

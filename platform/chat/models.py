@@ -1,9 +1,8 @@
+"""The chat app's tables: conversations and their messages. Writes go through chat.history."""
 from django.conf import settings
 from django.db import models
 
-from tenants.models.profiles import SamplingProfile
-from tenants.models.prompts import SystemPrompt
-from tenants.models.tenancy import Tenant
+from tenants.models import SamplingProfile, SystemPrompt, Tenant
 
 
 class Conversation(models.Model):
@@ -17,6 +16,7 @@ class Conversation(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        db_table = "tenants_conversation"  # named for the tenants app: keeping the name kept the move state-only
         ordering = ["-updated_at"]
         indexes = [models.Index(fields=["tenant", "user", "-updated_at"], name="conversation_sidebar_idx")]
 
@@ -58,6 +58,7 @@ class Message(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "tenants_message"  # as Conversation's table
         ordering = ["conversation", "created_at", "id"]
         indexes = [models.Index(fields=["conversation", "created_at"], name="message_thread_idx")]
 

@@ -1,10 +1,12 @@
-"""Writes for chat history. The chat and API apps call these; they never save Message rows themselves."""
+"""Writes for chat history: conversations and their messages. The chat flow (chat.services) calls these;
+nothing else saves Message rows."""
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from chat.models import Conversation, Message
 from tenants import selectors
-from tenants.models import Conversation, Message, SamplingProfile, SystemPrompt, Tenant
+from tenants.models import SamplingProfile, SystemPrompt, Tenant
 
 TITLE_CHARS = 80
 

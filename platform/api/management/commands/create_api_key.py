@@ -1,7 +1,7 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from tenants import services
+from api import services
 from tenants.management.base import get_tenant, validation_message
 
 
