@@ -25,6 +25,7 @@ WHEELS=(
   daphne==4.2.3 Twisted==26.10.0 autobahn==26.11.1 txaio==26.6.1 Automat==25.4.16 constantly==23.10.4
   hyperlink==21.0.0 Incremental==24.11.0 zope.interface==8.7 cbor2==6.3.0 ujson==6.1.0
   cryptography==50.0.2 cffi==2.1.1 pycparser==3.12
+  mozilla-django-oidc==5.0.2 PyJWT==2.15.1
   django-ninja==1.7.1 pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
   # the benchmark's WebSocket client (requirements-dev.txt)
   websockets==17.4

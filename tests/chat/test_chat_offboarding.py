@@ -12,7 +12,8 @@ from django.test import Client
 
 from chat_testing import chat_socket, db, next_frame, send
 from tenants import accounts, services
-from tenants.models import Membership, Message
+from chat.models import Message
+from tenants.models import Membership
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
