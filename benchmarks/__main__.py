@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="--gpu: write the JSON results here")
     ap.add_argument("--only", default=None, help="--gpu: run one model (llama3-8b or smollm2-135m)")
     ap.add_argument("--equality", action="store_true",
-                    help="--gpu: first check that graphs/overlap give the eager engine's greedy tokens (fp32)")
+                    help="--gpu: first check that graphs / async scheduling give the eager engine's tokens (fp32)")
     ap.add_argument("--skip-mixed", action="store_true", help="--gpu: skip the mixed-length and prefix runs")
     ap.add_argument("--no-tune-gemms", action="store_true",
                     help="--gpu --prefix: keep torch's cuBLAS picks (EngineConfig.tune_gemms=False), for A/B runs")

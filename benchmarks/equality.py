@@ -1,13 +1,13 @@
 """Do the GPU execution modes compute the same thing? `python -m benchmarks --gpu --equality`.
 
 Greedy outputs of the eager engine (no CUDA graphs) are the reference; decode graphs, prefill graphs
-and overlapped decode must give the same tokens. In bf16 on random weights that comparison says
+and async scheduling must give the same tokens. In bf16 on random weights that comparison says
 nothing (near-ties in the logits flip on any change of GEMM tiling), so it runs in fp32, where the
 modes differ only by rounding far below the logits' gaps. At a divergence the reference's margin
 between its top two logits is printed: a rounding-size margin means a tie; a large one, a bug.
 
 The workload exercises what the modes handle differently: a batch of prompts of mixed lengths with
-staggered finishes (graph sizes change every few steps; overlapped decode drops wasted steps), prompts
+staggered finishes (graph sizes change every few steps; async scheduling drops wasted steps), prompts
 that share a prefix (cache hits), and chat turns after a pinned system prompt one at a time (the
 single-sequence prefills that prefill graphs capture).
 """
@@ -28,7 +28,7 @@ MODES = {
     "eager": dict(enforce_eager=True),
     "decode graphs": dict(prefill_graphs=False, async_scheduling=False),
     "decode+prefill graphs": dict(prefill_graphs=True, async_scheduling=False),
-    "overlapped decode": dict(prefill_graphs=False, async_scheduling=True),
+    "async scheduling": dict(prefill_graphs=False, async_scheduling=True),
     "everything on": dict(prefill_graphs=True, async_scheduling=True),
 }
 

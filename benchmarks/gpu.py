@@ -81,42 +81,39 @@ def kv_blocks_that_fit(shape: dict, weight_bytes_: int, wanted: int, reserve: in
     return max(2, min(wanted, budget // per_block))
 
 
-def build_models(shape: dict, wanted_blocks: int, max_model_len: int, max_num_seqs: int, hf_reserve: int,
-                 keep_hf: bool = True):
-    """HF's model with random bf16 weights on the GPU, and Pagoda's engine over a copy of the same weights,
-    its KV cache sized from the memory left (kv_blocks_that_fit). keep_hf=False: HF's model is freed once
-    the engine holds the weights (returned as None), and nothing is reserved for it."""
+def build_hf(shape: dict):
+    """HF's model with random bf16 weights on the GPU."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(**shape)
     torch.manual_seed(0)
     with torch.device("cuda"):
-        hf = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+        hf = LlamaForCausalLM(LlamaConfig(**shape)).to(torch.bfloat16).eval()
     with torch.no_grad():  # HF's own init is slow for 8B; a plain normal init is as good for timing
         for p in hf.parameters():
             if p.dim() > 1:
                 p.normal_(0.0, 0.02)
-    state = dict(hf.state_dict())
-    num_kv_blocks = kv_blocks_that_fit(shape, weight_bytes(hf), wanted_blocks, hf_reserve if keep_hf else 0)
-    needed = max_num_seqs * -(-(512 + 128) // 16)
-    if num_kv_blocks < needed:
-        print(f"  only {num_kv_blocks} KV blocks fit beside the HF peer ({needed} hold B={max_num_seqs} x 640 "
-              "tokens): the largest batch will preempt; --no-hf leaves the peer out and its memory to the engine",
-              flush=True)
+    return hf
+
+
+def build_engine(hf, num_kv_blocks: int, max_model_len: int, max_num_seqs: int,
+                 async_scheduling: bool) -> LLMEngine:
+    """Pagoda's engine over a copy of `hf`'s weights."""
     config = EngineConfig(model="bench", device="cuda", dtype="bfloat16", num_kv_blocks=num_kv_blocks,
                           max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-                          max_num_batched_tokens=8192, prefill_graphs=True,
-                          async_scheduling=False)  # the overlapped runs switch it on themselves
+                          max_num_batched_tokens=8192, prefill_graphs=True, async_scheduling=async_scheduling)
     t0 = time.perf_counter()
-    engine = LLMEngine(config, progress=False, model_args=ModelArgs.from_hf_config(cfg), weights=state)
+    engine = LLMEngine(config, progress=False, model_args=ModelArgs.from_hf_config(hf.config),
+                       weights=dict(hf.state_dict()))
     print(f"  engine ready in {time.perf_counter() - t0:.1f}s ({engine.runner.num_blocks} KV blocks, "
-          f"graphs for {engine.runner.graphs.sizes if engine.runner.graphs else 'none'})", flush=True)
-    del state
-    if not keep_hf:
-        hf = None
-        gc.collect()
-        torch.cuda.empty_cache()
-    return hf, engine
+          f"graphs for {engine.runner.graphs.sizes if engine.runner.graphs else 'none'}, "
+          f"async scheduling {'on' if engine.async_scheduling is not None else 'off'})", flush=True)
+    return engine
+
+
+def release_device_memory() -> None:
+    """Give the memory of models and engines no longer referenced back to the device."""
+    gc.collect()  # an engine with async scheduling is a reference cycle (its AsyncScheduling holds it)
+    torch.cuda.empty_cache()
 
 
 def weight_bytes(model: torch.nn.Module) -> int:
@@ -235,20 +232,28 @@ def main(args) -> int:
         if args.only and label != args.only:
             continue
         print(f"== {label}", flush=True)
+        hf = engine = None
         try:
+            hf = build_hf(shape)
             # The mixed workload (256 requests of up to 2,048 tokens) wants 24,576 blocks; fewer only preempt.
-            hf, engine = build_models(shape, wanted_blocks=24576 if label == "llama3-8b" else 16384,
-                                      max_model_len=2304, max_num_seqs=max(batches),
-                                      hf_reserve=hf_peak_bytes(shape, max(batches), 512, 128),
-                                      keep_hf=not args.no_hf)
+            # What fits is measured: free memory less the engine's weights and the HF peer's peak.
+            wanted = 24576 if label == "llama3-8b" else 16384
+            reserve = 0 if args.no_hf else hf_peak_bytes(shape, max(batches), 512, 128)
+            sizing = dict(num_kv_blocks=kv_blocks_that_fit(shape, weight_bytes(hf), wanted, reserve),
+                          max_model_len=2304, max_num_seqs=max(batches))
+            needed = max(batches) * -(-(512 + 128) // 16)
+            if sizing["num_kv_blocks"] < needed:
+                print(f"  only {sizing['num_kv_blocks']} KV blocks fit beside the HF peer ({needed} hold "
+                      f"B={max(batches)} x 640 tokens): the largest batch will preempt; --no-hf leaves the peer's "
+                      "memory to the engine", flush=True)
+            engine = build_engine(hf, **sizing, async_scheduling=False)
             wbytes, kvt = weight_bytes(engine.runner.model), kv_bytes_per_token(engine.model_args)
             vocab = engine.model_args.vocab_size
-            if hf is not None:
-                try:
-                    rows.append(f"{label} greedy agreement with HF: {greedy_agreement(hf, engine)}")
-                    print(rows[-1], flush=True)
-                except Exception:  # noqa: BLE001
-                    traceback.print_exc()
+            try:
+                rows.append(f"{label} greedy agreement with HF: {greedy_agreement(hf, engine)}")
+                print(rows[-1], flush=True)
+            except Exception:  # noqa: BLE001
+                traceback.print_exc()
             run_engine(engine, "warmup", random_prompts(4, [64] * 4, vocab), [8] * 4, sync=sync)
             if args.profile:
                 for b in batches[1:]:
@@ -263,22 +268,6 @@ def main(args) -> int:
                 record(ours, floor_tok_s(b, 512 + 64, wbytes, kvt, bw), peer)
                 if peer is not None:
                     record(peer, floor_tok_s(b, 512 + 64, wbytes, kvt, bw))
-            try:  # the same batches with the host's work overlapped with the GPU's (async scheduling)
-                from inference.overlap import OverlappedDecode
-
-                engine.overlap = OverlappedDecode(engine)
-                for b in batches:
-                    prompts = random_prompts(b, [512] * b, vocab, seed=b)
-                    # No sync per step here: it would wait for the step in flight and undo the overlap.
-                    run = run_engine(engine, f"{label} pagoda+overlap B={b} 512/128", prompts, [128] * b)
-                    record(run, floor_tok_s(b, 512 + 64, wbytes, kvt, bw))
-                    same = sum(a == c for a, c in zip(run.token_ids, sync_tokens[b]))
-                    rows.append(f"{label} overlap B={b}: {same}/{b} outputs identical to the synchronous run")
-                    print(rows[-1], flush=True)
-            except Exception:  # noqa: BLE001
-                traceback.print_exc()
-            finally:
-                engine.overlap = None
             if label == "llama3-8b" and not args.skip_mixed:
                 n = 32 if quick else 256
                 rng = random.Random(0)
@@ -301,12 +290,25 @@ def main(args) -> int:
                 record(ours, None, peer)
                 if peer is not None:
                     record(peer)
+            # The same batches with async scheduling (the host's work on step N+1 done while the GPU
+            # runs step N), on an engine built with it, once the synchronous one is gone.
+            engine = None  # its KV cache and graphs go before the next engine's are allocated
+            release_device_memory()
+            engine = build_engine(hf, **sizing, async_scheduling=True)
+            run_engine(engine, "warmup", random_prompts(4, [64] * 4, vocab), [8] * 4)
+            for b in batches:
+                prompts = random_prompts(b, [512] * b, vocab, seed=b)
+                # No sync per step here: it would wait for the step in flight and undo the async scheduling.
+                run = run_engine(engine, f"{label} pagoda+async B={b} 512/128", prompts, [128] * b)
+                record(run, floor_tok_s(b, 512 + 64, wbytes, kvt, bw))
+                same = sum(a == c for a, c in zip(run.token_ids, sync_tokens[b]))
+                rows.append(f"{label} async scheduling B={b}: {same}/{b} outputs identical to the synchronous run")
+                print(rows[-1], flush=True)
         except Exception:  # noqa: BLE001 - one failing model must not hide the other's figures
             traceback.print_exc()
         finally:
             hf = engine = None
-            gc.collect()
-            torch.cuda.empty_cache()
+            release_device_memory()
     print("\n== summary")
     for r in rows:
         print(r)

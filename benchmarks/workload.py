@@ -19,8 +19,8 @@ class Run:
     ttft_p50: float
     ttft_p99: float
     tpot_mean: float  # seconds per output token after the first, per request
-    decode_tok_s: float  # output tokens/s over the steps that only decoded
-    decode_step_ms: float  # mean duration of those steps
+    decode_tok_s: float  # output tokens/s over the engine.step() calls whose last step only decoded
+    decode_step_ms: float  # mean duration of those calls
     num_preemptions: int
     token_ids: list[list[int]] | None = None  # per request, in prompt order
 
@@ -45,9 +45,26 @@ def percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
+def last_step_decode_only(engine: LLMEngine) -> bool:
+    """Whether the last step the engine launched only decoded (read from its trace, which must be on).
+    With async scheduling that step may still be in flight: an engine.step() call launches one step and
+    completes the one before, so the call is counted as the step it launched."""
+    return bool(engine.trace) and engine.trace[-1].decode_only
+
+
 def run_engine(engine: LLMEngine, name: str, prompts: list[list[int]], output_lens: list[int],
                tenant: str | None = None, sync=None) -> Run:
     """Submit every prompt at once (greedy, EOS ignored) and step until all finish."""
+    traced = engine.trace
+    engine.trace = []
+    try:
+        return _run_engine(engine, name, prompts, output_lens, tenant, sync)
+    finally:
+        engine.trace = traced
+
+
+def _run_engine(engine: LLMEngine, name: str, prompts: list[list[int]], output_lens: list[int],
+                tenant: str | None, sync) -> Run:
     preempt_before = engine.scheduler.num_preemptions
     start = time.perf_counter()
     first: dict[str, float] = {}
@@ -64,10 +81,11 @@ def run_engine(engine: LLMEngine, name: str, prompts: list[list[int]], output_le
         if sync is not None:
             sync()
         t1 = time.perf_counter()
-        if engine.last_step_decode_only:
+        if last_step_decode_only(engine):
             decode_time += t1 - t0
             decode_tokens += len(deltas)
             decode_steps += 1
+        del engine.trace[:-1]  # only the last step is read: the trace stays one entry long
         for d in deltas:
             counts[d.request_id] = counts.get(d.request_id, 0) + len(d.token_ids)
             tokens.setdefault(d.request_id, []).extend(d.token_ids)
@@ -92,9 +110,11 @@ def profile_decode(engine: LLMEngine, batch: int, prompt_len: int, sync) -> str:
     prompts = random_prompts(batch, [prompt_len] * batch, engine.model_args.vocab_size, seed=3)
     for i, p in enumerate(prompts):
         engine.add_request(f"prof-{i}", p, SamplingParams(temperature=0, max_tokens=64, ignore_eos=True))
-    engine.step()  # the prefill starts (last_step_decode_only still tells of an earlier step before this)
-    while not engine.last_step_decode_only:
+    traced, engine.trace = engine.trace, []
+    engine.step()  # the prefill starts
+    while not last_step_decode_only(engine):
         engine.step()  # through the rest of the prefill
+    engine.trace = traced
     for _ in range(3):
         engine.step()
     sync()

@@ -29,7 +29,8 @@ class EngineConfig:
     tune_gemms: on CUDA with graphs, time cuBLASLt's candidate algorithms for every projection at
         every captured row count before capture, and keep the fastest (inference/gemm_tuner.py).
     async_scheduling: on CUDA, overlap the host's work on decode step N+1 with the GPU's on step N
-        (greedy decode batches only; one rank only: with tensor_parallel_size > 1 it is not used).
+        (inference/async_scheduling.py; greedy decode batches only; one rank only: with
+        tensor_parallel_size > 1 it is not used).
         Both were checked against the eager engine on the H200 (fp32: identical greedy tokens,
         `python -m benchmarks --gpu --only equality --equality`).
     tensor_parallel_size: split the model over this many processes of one host (one GPU each, NCCL; on

@@ -48,7 +48,7 @@ def capture_graphs(sizes, forward) -> tuple[dict[int, torch.cuda.CUDAGraph], dic
 def stage_rows(host, out: SchedulerOutput, bs: int, block_size: int) -> int:
     """Fill rows [token, position, slot, seq_len, block table...] of a decode batch padded to `bs`;
     returns the widest block table. Padding rows read token 0 at position 0, write nowhere (slot -1)
-    and attend to nothing (seq_len 0). Their token must be reset too: an overlapped step leaves the
+    and attend to nothing (seq_len 0). Their token must be reset too: an async-scheduled step leaves the
     placeholder -1 in a row it fed on the device, and an embedding lookup of -1 is out of bounds."""
     host[:bs, :2] = 0
     host[:bs, 2] = -1
@@ -87,7 +87,7 @@ class DecodeGraphs:
         self.seq_lens = torch.zeros(n, dtype=torch.int32, device=dev)
         self.cu_seqlens_q = torch.arange(n + 1, dtype=torch.int32, device=dev)
         # Host staging rows, pinned so the copies to the device are asynchronous.
-        # Two pinned staging buffers used in turn: with overlapped steps, the copy of the step in flight
+        # Two pinned staging buffers used in turn: with async scheduling, the copy of the step in flight
         # may still be reading one while the next step is staged into the other.
         self.hosts = [torch.zeros(n, 4 + width, dtype=torch.int64).pin_memory() for _ in range(2)]
         self.turn = 0

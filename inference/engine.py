@@ -1,4 +1,4 @@
-"""LLMEngine: the synchronous core. `step()` is schedule -> run -> postprocess -> report.
+"""LLMEngine: the synchronous core. `step()` is schedule -> run -> postprocess (OutputProcessor) -> report.
 
 Not thread-safe: the offline `LLM` drives it directly, and `AsyncLLM` from its one loop thread.
 """
@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import time
 from array import array
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,37 +14,19 @@ import numpy as np
 
 from .block_manager import BlockManager, Pin
 from .config import EngineConfig
-from .detokenizer import IncrementalDetokenizer
-from .errors import EngineDeadError, InvalidRequestError, PromptTooLongError, QueueFullError, RequestFailedError
+from .errors import EngineDeadError, InvalidRequestError, PromptTooLongError, QueueFullError
 from .model_loader import load_hf_config, load_tokenizer, resolve_model_path
 from .model_runner import ModelRunner
 from .models import ModelArgs
+from .output_processor import OutputProcessor, StepTrace
 from .outputs import StreamDelta
 from .sampling_params import SamplingParams
 from .scheduler import Scheduler, SchedulerOutput
-from .sequence import Sequence, SequenceStatus
+from .sequence import Sequence
 
 
 log = logging.getLogger("inference")
 _FAILED = object()  # a step result: this sequence's computation raised
-
-
-@dataclass
-class _Request:
-    seq: Sequence
-    detok: IncrementalDetokenizer | None
-    on_pinned: Callable[[Pin | Exception], None] | None = None
-
-
-@dataclass
-class StepTrace:
-    """What one step did, for tests and the dashboard: which requests ran and which joined."""
-
-    step: int
-    scheduled: list[tuple[str, int]]  # (request id, tokens computed this step)
-    admitted: list[str]
-    preempted: list[str]
-    finished: list[str] = field(default_factory=list)
 
 
 def validate_request(prompt_token_ids: list[int], params: SamplingParams, vocab_size: int,
@@ -115,18 +96,15 @@ class LLMEngine:
         self.block_manager = BlockManager(num_blocks, config.block_size, config.enable_prefix_caching,
                                           int(num_blocks * config.max_pinned_fraction), tenant_cap)
         self.scheduler = Scheduler(self.block_manager, config.max_num_seqs, config.max_num_batched_tokens)
-        self.requests: dict[str, _Request] = {}
-        self.num_steps = 0
+        self.output_processor = OutputProcessor(self.scheduler, self.tokenizer, eos, self.max_model_len)
         self.num_prompt_tokens_total = 0
-        self.num_generation_tokens_total = 0
-        self.overlap = None
-        # One rank only: the overlapped step feeds rank 0's argmax on its GPU, which other ranks never see.
+        self.async_scheduling = None
+        # One rank only: an async-scheduled step feeds rank 0's argmax on its GPU, which other ranks
+        # never see.
         if config.async_scheduling and config.tensor_parallel_size == 1 and self.runner.graphs is not None:
-            from .overlap import OverlappedDecode
+            from .async_scheduling import AsyncScheduling
 
-            self.overlap = OverlappedDecode(self)
-        self.trace: list[StepTrace] | None = None  # set to [] to record every step
-        self.last_step_decode_only = False
+            self.async_scheduling = AsyncScheduling(self)
 
     # -- requests ------------------------------------------------------------------------------------
     def validate(self, prompt_token_ids: list[int], params: SamplingParams) -> array:
@@ -139,7 +117,7 @@ class LLMEngine:
                     validated: array | None = None) -> Sequence:
         """Queue a request. `validated`: what validate(prompt_token_ids, params) returned, from a caller
         that validated first (a server refuses bad input before it queues anything); not checked again."""
-        if request_id in self.requests:
+        if request_id in self.output_processor:
             raise InvalidRequestError(f"request id {request_id!r} is already running", field="request_id")
         ids = validated if validated is not None else self.validate(prompt_token_ids, params)
         # Requests added since the last step sit in the waiting queue until it runs; those that the next
@@ -148,21 +126,13 @@ class LLMEngine:
         if num_queued >= self.config.max_num_waiting:
             raise QueueFullError(f"{num_queued} requests are waiting; try again shortly")
         seq = Sequence(request_id, list(prompt_token_ids), params, tenant, prompt, prompt_array=ids)
-        detok = IncrementalDetokenizer.for_request(self.tokenizer, seq.prompt_token_ids, params)
-        self.requests[request_id] = _Request(seq, detok)
+        self.output_processor.add(seq)
         self.scheduler.add(seq)
         return seq
 
     def abort(self, request_id: str) -> StreamDelta | None:
         """Stop a request now and free its blocks. Returns its final delta, or None if unknown."""
-        req = self.requests.pop(request_id, None)
-        if req is None:
-            return None
-        self.scheduler.remove(req.seq)
-        if req.on_pinned:
-            req.on_pinned(InvalidRequestError("pin aborted"))
-            return None
-        return self._finish(req, "abort", None)
+        return self.output_processor.abort(request_id)
 
     def add_pin(self, key: str, prompt_token_ids: list[int], tenant: str | None,
                 on_pinned: Callable[[Pin | Exception], None]) -> None:
@@ -172,7 +142,7 @@ class LLMEngine:
         request_id = f"pin:{key}:{time.monotonic_ns()}"
         seq = Sequence(request_id, list(prompt_token_ids), SamplingParams(max_tokens=1), tenant,
                        pin_key=key, prompt_array=ids)
-        self.requests[request_id] = _Request(seq, None, on_pinned)
+        self.output_processor.add(seq, on_pinned)
         self.scheduler.add(seq)
 
     def unpin(self, key: str) -> bool:
@@ -186,9 +156,22 @@ class LLMEngine:
         self.runner.shutdown()
 
     # -- the step ------------------------------------------------------------------------------------
+    @property
+    def num_steps(self) -> int:
+        return self.output_processor.num_steps
+
+    @property
+    def trace(self) -> list[StepTrace] | None:
+        """Every step's StepTrace since tracing was switched on (`trace = []`), or None (the default)."""
+        return self.output_processor.trace
+
+    @trace.setter
+    def trace(self, trace: list[StepTrace] | None) -> None:
+        self.output_processor.trace = trace
+
     def step(self) -> list[StreamDelta]:
-        if self.overlap is not None:
-            deltas = self.overlap.step()
+        if self.async_scheduling is not None:
+            deltas = self.async_scheduling.step()
             if deltas is not None:
                 return deltas
         out = self.scheduler.schedule()
@@ -198,19 +181,10 @@ class LLMEngine:
 
     def run_step(self, out: SchedulerOutput) -> list[StreamDelta]:
         """Compute a scheduled step, wait for its tokens and post-process them."""
-        self.num_steps += 1
-        self.last_step_decode_only = out.num_batched_tokens == len(out.scheduled)
-        scheduled_at = time.monotonic()  # before the forward pass: queue time excludes compute
-        for seq in out.admitted:
-            if seq.first_scheduled_time is None:
-                seq.first_scheduled_time = scheduled_at
+        outputs = self.output_processor
+        trace = outputs.begin_step(out)
         results, failed = self._execute_isolating_failures(out)
-        deltas: list[StreamDelta] = [self._fail(seq, error) for seq, error in failed]
-        trace = None
-        if self.trace is not None:
-            trace = StepTrace(self.num_steps, [(s.seq.request_id, s.num_new_tokens) for s in out.scheduled],
-                              [s.request_id for s in out.admitted], [s.request_id for s in out.preempted])
-            self.trace.append(trace)
+        deltas: list[StreamDelta] = [outputs.fail(seq, error) for seq, error in failed]
         now = time.monotonic()
         block_size = self.block_manager.block_size
         for s, result in zip(out.scheduled, results):
@@ -228,11 +202,10 @@ class LLMEngine:
                 self.num_prompt_tokens_total += min(seq.num_prompt_tokens, seq.num_computed_tokens) - s.start
             if result is None:
                 continue
-            delta = self._append(self.requests[seq.request_id], result, now)
+            token, logprobs = result
+            delta = outputs.append(seq, token, logprobs, now, trace)
             if delta is not None:
                 deltas.append(delta)
-                if trace is not None and delta.finished:
-                    trace.finished.append(seq.request_id)
         return deltas
 
     def _execute_isolating_failures(self, out: SchedulerOutput):
@@ -255,78 +228,12 @@ class LLMEngine:
                 failed.append((s.seq, f"{type(e).__name__}: {e}"))
         return results, failed
 
-    def _fail(self, seq: Sequence, error: str) -> StreamDelta:
-        req = self.requests.pop(seq.request_id)
-        self.scheduler.remove(seq)
-        if req.on_pinned:
-            req.on_pinned(RequestFailedError(error))
-        delta = self._finish(req, "error", None)
-        delta.error = error
-        return delta
-
     def _complete_pin(self, seq: Sequence) -> None:
-        req = self.requests.pop(seq.request_id)
         try:
             pin = self.block_manager.pin(seq.pin_key, seq)
         except Exception as e:  # noqa: BLE001 - handed to the caller
             pin = e
-        self.scheduler.finish(seq)
-        seq.status = SequenceStatus.FINISHED
-        req.on_pinned(pin)
-
-    def _append(self, req: _Request, result: tuple[int, dict | None], now: float) -> StreamDelta | None:
-        req.seq.output_token_ids.append(result[0])
-        return self.accept(req, result, now)
-
-    def accept(self, req: _Request, result: tuple[int, dict | None], now: float) -> StreamDelta | None:
-        """Post-process a token already at the end of the sequence's output: stops, text, the delta."""
-        seq, params = req.seq, req.seq.params
-        token, logprobs = result
-        self.num_generation_tokens_total += 1
-        if logprobs is not None:
-            seq.output_logprobs.append(logprobs)
-        if seq.first_token_time is None:
-            seq.first_token_time = now
-        reason, stop_reason = None, None
-        is_eos = token in self.eos_token_ids and not params.ignore_eos
-        if token in params.stop_token_ids or is_eos:
-            reason, stop_reason = "stop", (token if token in params.stop_token_ids else None)
-        elif req.detok is not None:
-            stop_reason = req.detok.add(token)
-            if stop_reason is not None:
-                reason = "stop"
-        if reason is None and (seq.num_output_tokens >= (params.max_tokens or self.max_model_len)
-                               or seq.num_tokens >= self.max_model_len):
-            reason = "length"
-        if reason is not None:
-            self.scheduler.finish(seq)
-            del self.requests[seq.request_id]
-            return self._finish(req, reason, stop_reason, [token], logprobs)
-        text = req.detok.delta(False) if req.detok else ""
-        return self._delta(req, text, [token], False, None, None, logprobs)
-
-    def _finish(self, req: _Request, reason: str, stop_reason, token_ids: list[int] | None = None,
-                logprobs: dict | None = None) -> StreamDelta:
-        seq = req.seq
-        seq.status = SequenceStatus.FINISHED
-        seq.finish_reason, seq.stop_reason = reason, stop_reason
-        seq.finish_time = time.monotonic()
-        text = req.detok.delta(True) if req.detok else ""
-        return self._delta(req, text, token_ids or [], True, reason, stop_reason, logprobs)
-
-    def _delta(self, req: _Request, text: str, token_ids: list[int], finished: bool, reason, stop_reason,
-               logprobs) -> StreamDelta:
-        seq = req.seq
-        return StreamDelta(
-            request_id=seq.request_id, text=text, token_ids=token_ids, finished=finished,
-            finish_reason=reason, num_prompt_tokens=seq.num_prompt_tokens,
-            num_cached_tokens=seq.num_cached_tokens, num_output_tokens=seq.num_output_tokens,
-            stop_reason=stop_reason, logprobs=[logprobs] if logprobs else None,
-            # The timings are only needed on a request's first and last delta: skip the dict otherwise.
-            metrics=({"arrival": seq.arrival_time, "first_scheduled": seq.first_scheduled_time,
-                      "first_token": seq.first_token_time,
-                      "finished": seq.finish_time, "num_preemptions": seq.num_preemptions}
-                     if finished or seq.num_output_tokens <= 1 else {}))
+        self.output_processor.complete_pin(seq, pin)
 
     # -- stats ---------------------------------------------------------------------------------------
     def stats(self) -> dict:
@@ -346,7 +253,7 @@ class LLMEngine:
             "num_evictions": pool.num_evictions,
             "num_preemptions": sched.num_preemptions,
             "prompt_tokens_total": self.num_prompt_tokens_total,
-            "generation_tokens_total": self.num_generation_tokens_total,
+            "generation_tokens_total": self.output_processor.num_generation_tokens_total,
             "num_steps": self.num_steps,
             "pins": {k: {"tenant": p.tenant, "num_tokens": p.num_tokens, "num_blocks": len(p.block_ids)}
                      for k, p in bm.pins.items()},

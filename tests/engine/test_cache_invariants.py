@@ -104,15 +104,15 @@ def run_traffic(tiny_llama_path, seed: int) -> dict:
                 engine.add_pin(f"{tenant}:{which}", systems[tenant][which], tenant, pins_done.append)
             elif action < 0.45:
                 engine.unpin(f"{tenant}:{rng.randrange(2)}")
-            elif action < 0.52 and engine.requests:
-                engine.abort(rng.choice(list(engine.requests)))
+            elif action < 0.52 and engine.output_processor.requests:
+                engine.abort(rng.choice(list(engine.output_processor.requests)))
         except (PinCapacityError, QueueFullError, InvalidRequestError):
             pass
         for d in engine.step():
             hits += d.num_cached_tokens if d.finished else 0
         assert not runner.errors, runner.errors[0]
         check_counts(engine)
-    for rid in list(engine.requests):
+    for rid in list(engine.output_processor.requests):
         engine.abort(rid)
     for key in list(engine.block_manager.pins):
         engine.unpin(key)
