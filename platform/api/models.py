@@ -44,7 +44,7 @@ class ApiUsage(models.Model):
 
     Written by api.services.record_api_usage for every call whose key was recognised, errors included
     (status_code says how it ended; 499 = the client went away mid-request). Chat replies made in the
-    web UI are counted on their Message rows instead; console.usage.usage_overview adds both up.
+    web UI are counted on their Message rows instead; the console reads both from the usage ledger (governance).
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_usage")

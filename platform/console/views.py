@@ -3,13 +3,13 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpResponseForbidden, JsonResponse
+from django.http import HttpResponseForbidden, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.crypto import constant_time_compare
 from django.views.decorators.http import require_POST
 
 from api import selectors as api_selectors
-from console import panels, usage
+from console import panels
 from console.forms import SystemPromptForm
 from governance import selectors as governance_selectors
 from tenants import pinning, selectors, services

@@ -1,5 +1,5 @@
 """Every read the platform makes about tenants, members, prompts, profiles and the audit log."""
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from tenants.models import AuditLog, Membership, SamplingProfile, SystemPrompt, Tenant
 

@@ -14,7 +14,6 @@ from governance.models import Budget, BudgetReservation, UsageRecord
 from governance.periods import period_bounds
 from governance_testing import chat_turn
 from api import services as api_services
-from tenants import services as tenant_services
 from tenants.models import AuditLog, Membership
 
 

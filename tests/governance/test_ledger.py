@@ -16,7 +16,6 @@ from governance.models import UsageRecord
 from governance.models.ledger import AppendOnlyError
 from governance_testing import chat_turn
 from api import services as api_services
-from tenants import services
 from chat.models import Conversation
 
 
