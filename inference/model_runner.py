@@ -113,12 +113,7 @@ class ModelRunner:
         """weights: a folder of safetensors, a dict of Hugging Face-named tensors, or None (random)."""
         with torch.device(self.device):
             model = LlamaForCausalLM(self.args).to(self.dtype)
-        shard = None
-        if self.tp is not None:
-            from .distributed.sharding import parallelize
-
-            parallelize(model, self.tp)
-            shard = (self.tp.rank, self.tp.size)
+        shard = None if self.tp is None else (self.tp.rank, self.tp.size)
         if weights is None:  # random weights (benchmarks of a model shape)
             with torch.no_grad():
                 for p in model.parameters():
@@ -134,6 +129,10 @@ class ModelRunner:
             quantize_model_fp8(model)  # FP8 GEMMs take the weight row-major: no column-major copy
         elif self.device.type == "cuda":
             store_projections_column_major(model)
+        if self.tp is not None:  # after the projections are final: its all-reduce hooks sit on them
+            from .distributed.sharding import parallelize
+
+            parallelize(model, self.tp)
         return model.eval().requires_grad_(False)
 
     def _tune_gemms(self, row_counts: list[int]) -> None:

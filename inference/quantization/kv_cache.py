@@ -39,8 +39,9 @@ def dequantize_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables
     block tables [B, W] int32 into them). Shapes depend only on block_tables' shape."""
     num_seqs, width = block_tables.shape
     ids = block_tables.long().reshape(-1)  # [B * W]
-    k = (k_cache[ids].float() * k_scale).to(dtype)
-    v = (v_cache[ids].float() * v_scale).to(dtype)
+    # e4m3 -> bf16/fp16/fp32 is exact; scaling in `dtype` keeps the copy at its final size
+    k = k_cache[ids].to(dtype) * k_scale.to(dtype)
+    v = v_cache[ids].to(dtype) * v_scale.to(dtype)
     tables = torch.arange(num_seqs * width, dtype=torch.int32, device=block_tables.device).view(num_seqs, width)
     return k, v, tables
 
