@@ -80,11 +80,21 @@ def test_other_quantization_methods_are_refused_naming_fp8(tiny, method):
     assert refused.value.field == "quantization"
 
 
-def test_server_setting_takes_fp8():
-    """PAGODA_ENGINE_CONFIG passes EngineConfig fields: fp8 is one of them."""
-    fields = json.loads('{"quantization": "fp8", "kv_cache_dtype": "fp8"}')
-    config = EngineConfig(model="m", device="cpu", **fields)
-    assert (config.quantization, config.kv_cache_dtype) == ("fp8", "fp8")
+async def test_server_engine_config_runs_fp8_in_the_engine_process(tiny):
+    """The server builds EngineConfig(**json.loads(PAGODA_ENGINE_CONFIG)) and runs the core in a child
+    process (AsyncLLM): FP8 weights and KV there stream the offline engine's tokens."""
+    from inference import AsyncLLM
+
+    fields = json.loads('{"quantization": "fp8", "kv_cache_dtype": "fp8", "num_kv_blocks": 64}')
+    offline = LLM(model=str(tiny), progress=False, device="cpu", **fields)
+    prompt = offline.encode(PROMPTS[0])
+    want = offline.generate([prompt], GREEDY)[0].outputs[0].token_ids
+    engine = AsyncLLM(EngineConfig(model=str(tiny), device="cpu", **fields), progress=False)
+    try:
+        got = [t async for d in engine.generate("fp8", prompt, GREEDY) for t in d.token_ids]
+    finally:
+        engine.shutdown()
+    assert got == want and len(got) == 12
 
 
 def test_two_ranks_with_fp8_keep_the_all_reduce(tiny):
