@@ -159,7 +159,10 @@ class ModelRunner:
         activations = (c.max_num_batched_tokens * (4 * a.intermediate_size + 8 * a.hidden_size) * 4
                        + c.max_num_seqs * a.vocab_size * 4 * 6)
         budget = total * c.gpu_memory_utilization - (total - free) - activations - 2 * 1024**3
-        return max(2, int(budget // self.bytes_per_block()))
+        per_block = self.bytes_per_block()
+        if self.kv_dtype != self.dtype:  # an FP8 pool is read through a model-dtype copy of one layer's blocks
+            per_block += per_block * self.dtype.itemsize // a.num_layers
+        return max(2, int(budget // per_block))
 
     # -- one step ------------------------------------------------------------------------------------
     def prepare(self, out: SchedulerOutput) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata, list[int]]:

@@ -57,6 +57,10 @@ class Fp8Linear(nn.Module):
         self.bias = None if bias is None else nn.Parameter(bias.detach().to(out_dtype), requires_grad=False)
         self.out_dtype = out_dtype
         self.in_features, self.out_features = weight.shape[1], weight.shape[0]
+        # cuBLASLt's FP8 GEMMs need sm_89+ (Ada, Hopper) and both sizes a multiple of 16; elsewhere
+        # the weight is dequantized (still half the bytes at rest).
+        self.use_scaled_mm = (weight.is_cuda and torch.cuda.get_device_capability(weight.device) >= (8, 9)
+                              and self.in_features % 16 == 0 and self.out_features % 16 == 0)
 
     @classmethod
     def from_linear(cls, linear: nn.Linear) -> "Fp8Linear":
@@ -64,15 +68,16 @@ class Fp8Linear(nn.Module):
         return cls(q, scale, linear.bias, linear.weight.dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [N, in] -> [N, out]
-        if x.is_cuda:
+        if self.use_scaled_mm and x.is_cuda:
             return self._scaled_mm(x)
         w = dequantize_per_channel(self.weight, self.weight_scale, x.dtype)
         return nn.functional.linear(x, w, self.bias)
 
     def _scaled_mm(self, x: torch.Tensor) -> torch.Tensor:
-        xq, x_scale = quantize_per_token(x)
+        xq, x_scale = quantize_per_token(x.contiguous())  # the first operand must be row-major
+        # Row-wise scales come with bf16 output only; another model dtype gets a cast.
         y = torch._scaled_mm(xq, self.weight.t(), scale_a=x_scale, scale_b=self.scale_row,
-                             out_dtype=self.out_dtype)
+                             out_dtype=torch.bfloat16).to(self.out_dtype)
         # The bias is added outside: cuBLASLt takes no bias with row-wise scales.
         return y if self.bias is None else y + self.bias
 

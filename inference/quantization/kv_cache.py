@@ -35,15 +35,14 @@ def write_kv_fp8(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cach
 def dequantize_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                       k_scale: torch.Tensor, v_scale: torch.Tensor, dtype: torch.dtype
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The blocks that block_tables [B, W] name, dequantized to `dtype`: (k, v [B * W, block_size, Hkv, D],
-    block tables [B, W] int32 into them). Shapes depend only on block_tables' shape."""
-    num_seqs, width = block_tables.shape
-    ids = block_tables.long().reshape(-1)  # [B * W]
+    """The distinct blocks that block_tables [B, W] name, dequantized to `dtype`: (k, v [U, block_size, Hkv, D],
+    block tables [B, W] int32 into them). Only distinct blocks are copied, so the copy is never larger
+    than the blocks in use (padding entries all name one block)."""
+    ids, tables = torch.unique(block_tables.long(), return_inverse=True)  # [U], [B, W]
     # e4m3 -> bf16/fp16/fp32 is exact; scaling in `dtype` keeps the copy at its final size
     k = k_cache[ids].to(dtype) * k_scale.to(dtype)
     v = v_cache[ids].to(dtype) * v_scale.to(dtype)
-    tables = torch.arange(num_seqs * width, dtype=torch.int32, device=block_tables.device).view(num_seqs, width)
-    return k, v, tables
+    return k, v, tables.to(torch.int32)
 
 
 def _rotate(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor) -> None:

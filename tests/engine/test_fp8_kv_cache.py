@@ -24,6 +24,7 @@ def test_kv_round_trips_within_e4m3_precision():
     write_kv_fp8(k, v, k_cache, v_cache, slots, k_scale, v_scale)
     tables = (slots.clamp(min=0) // BLOCK_SIZE).int().view(-1, 1)  # one block per "sequence"
     k_read, v_read, new_tables = dequantize_blocks(k_cache, v_cache, tables, k_scale, v_scale, torch.float32)
+    assert k_read.shape[0] == len(set(tables.flatten().tolist()))  # each block named once is copied once
     for i, slot in enumerate(slots.tolist()):
         if slot < 0:
             continue
