@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'arm':<10} " + " ".join(f"{'B=' + str(b):>16}" for b in batches)
           + f" {'blocks/16GiB':>13} {'cosine':>8} {'top-1':>7}")
     for r in results:
-        speed = " ".join(f"{r['decode_tok_s'][b]:>9.1f} ({r['decode_tok_s'][b] / max(bf16['decode_tok_s'][b], 1e-9):.2f}x)"
-                         for b in batches)
+        rates = [(r["decode_tok_s"][b], bf16["decode_tok_s"][b]) for b in batches]
+        speed = " ".join(f"{tok_s:>9.1f} ({tok_s / max(base, 1e-9):.2f}x)" for tok_s, base in rates)
         q = r.get("quality_vs_bf16")
         print(f"{r['arm']:<10} {speed} {r['blocks_in_16GiB']:>13} "
               + (f"{q['cosine_mean']:>8.4f} {q['top1_agreement']:>7.1%}" if q else f"{'-':>8} {'-':>7}"))

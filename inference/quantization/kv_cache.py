@@ -28,8 +28,9 @@ def write_kv_fp8(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cach
     keep = slot_mapping >= 0
     slots = slot_mapping[keep]
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
-    k_cache.view(-1, num_kv_heads, head_dim)[slots] = quantize_kv(k[keep], k_scale)
-    v_cache.view(-1, num_kv_heads, head_dim)[slots] = quantize_kv(v[keep], v_scale)
+    # Indexing goes through uint8 views: index_put / index_select cover every byte dtype on every device.
+    for cache, x, scale in ((k_cache, k, k_scale), (v_cache, v, v_scale)):
+        cache.view(torch.uint8).view(-1, num_kv_heads, head_dim)[slots] = quantize_kv(x[keep], scale).view(torch.uint8)
 
 
 def dequantize_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
@@ -40,8 +41,8 @@ def dequantize_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables
     than the blocks in use (padding entries all name one block)."""
     ids, tables = torch.unique(block_tables.long(), return_inverse=True)  # [U], [B, W]
     # e4m3 -> bf16/fp16/fp32 is exact; scaling in `dtype` keeps the copy at its final size
-    k = k_cache[ids].to(dtype) * k_scale.to(dtype)
-    v = v_cache[ids].to(dtype) * v_scale.to(dtype)
+    k = k_cache.view(torch.uint8)[ids].view(FP8_DTYPE).to(dtype) * k_scale.to(dtype)
+    v = v_cache.view(torch.uint8)[ids].view(FP8_DTYPE).to(dtype) * v_scale.to(dtype)
     return k, v, tables.to(torch.int32)
 
 
