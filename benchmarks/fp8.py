@@ -4,7 +4,7 @@ Three arms, built one after another from the same seeded random weights: bf16, F
 (quantization="fp8"), FP8 weights + FP8 KV (kv_cache_dtype="fp8"). For each:
 - decode throughput (output tok/s over decode-only steps) at 1, 64 and 256 concurrent requests
   (512-token prompts, 128 generated, greedy, EOS ignored);
-- KV blocks: bytes per block, and the blocks that fit in the same 16 GiB;
+- weight bytes, and KV blocks: bytes per block, and the blocks that fit in the same 16 GiB;
 - quality against bf16 over 1,000 positions (4 random prompts of 250 tokens, teacher-forced): the
   logits' cosine similarity (mean and min) and top-1 agreement. Targets (issue 36): FP8 decode
   >= 1.6x bf16 at 1 and >= 1.4x at 256, cosine >= 0.99, top-1 >= 95%, about 2x the blocks.
@@ -78,7 +78,10 @@ def run_arm(name: str, model_args: ModelArgs, base: dict, batches: list[int], pr
     t0 = time.perf_counter()
     engine = LLMEngine(EngineConfig(**base, **ARMS[name]), progress=False, model_args=model_args)
     runner = engine.runner
-    result = {"arm": name, "ready_s": round(time.perf_counter() - t0, 1), "num_kv_blocks": runner.num_blocks,
+    model = runner.model
+    weight_bytes = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    result = {"arm": name, "ready_s": round(time.perf_counter() - t0, 1), "weight_bytes": weight_bytes,
+              "num_kv_blocks": runner.num_blocks,
               "bytes_per_block": runner.bytes_per_block(),
               "blocks_in_16GiB": SAME_MEMORY // runner.bytes_per_block(), "decode_tok_s": {}}
     logits = teacher_forced_logits(engine, quality_prompts)
@@ -92,7 +95,7 @@ def run_arm(name: str, model_args: ModelArgs, base: dict, batches: list[int], pr
         print(f"  {name:<10} B={batch:<4} decode {run.decode_tok_s:9.1f} tok/s ({run.decode_step_ms:.2f} ms/step)",
               flush=True)
     engine.shutdown()
-    del engine, runner
+    del engine, runner, model
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -131,12 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result), flush=True)
     bf16 = results[0]
     print(f"\n{'arm':<10} " + " ".join(f"{'B=' + str(b):>16}" for b in batches)
-          + f" {'blocks/16GiB':>13} {'cosine':>8} {'top-1':>7}")
+          + f" {'weights GB':>11} {'blocks/16GiB':>13} {'cosine':>8} {'top-1':>7}")
     for r in results:
         rates = [(r["decode_tok_s"][b], bf16["decode_tok_s"][b]) for b in batches]
         speed = " ".join(f"{tok_s:>9.1f} ({tok_s / max(base, 1e-9):.2f}x)" for tok_s, base in rates)
         q = r.get("quality_vs_bf16")
-        print(f"{r['arm']:<10} {speed} {r['blocks_in_16GiB']:>13} "
+        print(f"{r['arm']:<10} {speed} {r['weight_bytes'] / 1e9:>11.3f} {r['blocks_in_16GiB']:>13} "
               + (f"{q['cosine_mean']:>8.4f} {q['top1_agreement']:>7.1%}" if q else f"{'-':>8} {'-':>7}"))
     if args.out:
         with open(args.out, "w") as f:
