@@ -37,12 +37,18 @@ class StepContext:
         k_cache, v_cache = self.kv_caches[layer_idx]
         meta = self.meta
         ops.rotary_and_write_kv(q, k, v, positions, self.cos_sin_cache, k_cache, v_cache, meta.slot_mapping)
+        return self.attend(q, k_cache, v_cache, meta.block_tables)
+
+    def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+               block_tables: torch.Tensor) -> torch.Tensor:
+        """Attend q [N, Hq, D] over the caches through block_tables (this step's K/V already written)."""
+        meta = self.meta
         if meta.decode_only:
-            return ops.paged_attention_decode(q, k_cache, v_cache, meta.block_tables, meta.seq_lens,
+            return ops.paged_attention_decode(q, k_cache, v_cache, block_tables, meta.seq_lens,
                                               self.scale, meta.max_seq_len)
         # The split count comes from host ints only, so a CUDA graph captured with max_seq_len = the
         # model's max length stays valid at replay.
-        return ops.paged_attention_prefill(q, k_cache, v_cache, meta.block_tables, meta.cu_seqlens_q,
+        return ops.paged_attention_prefill(q, k_cache, v_cache, block_tables, meta.cu_seqlens_q,
                                            meta.seq_lens, self.scale, meta.max_q_len,
                                            self.prefill_splits(q, k_cache), max_seq_len=meta.max_seq_len)
 

@@ -36,6 +36,12 @@ class EngineConfig:
     tensor_parallel_size: split the model over this many processes of one host (one GPU each, NCCL; on
         CPU, gloo), Megatron-style; it must divide the model's attention heads, KV heads and MLP width
         (checked when the model is known). See docs/TENSOR_PARALLEL.md.
+    quantization: None (the checkpoint's dtype) or "fp8": e4m3 decoder projections with per-output-channel
+        scales, made at load time (inference/quantization/fp8.py); on CUDA they run FP8 GEMMs.
+        FP8 checkpoints (compressed-tensors, block-wise) load whatever this says: dequantized, and
+        re-quantized per channel when it is "fp8". See docs/MODELS.md, "FP8".
+    kv_cache_dtype: "auto" (the model dtype) or "fp8" (e4m3 with one scale per layer for K and one for
+        V: about twice the blocks in the same memory). "fp8_e4m3" is taken as "fp8".
     """
 
     model: str = DEFAULT_MODEL
@@ -58,6 +64,8 @@ class EngineConfig:
     tune_gemms: bool = True
     tensor_parallel_size: int = 1
     seed: int = 0
+    quantization: str | None = None
+    kv_cache_dtype: str = "auto"
 
     def __post_init__(self) -> None:
         checks = [
@@ -77,6 +85,18 @@ class EngineConfig:
             ("max_num_waiting", self.max_num_waiting >= 1, ">= 1"),
             ("tensor_parallel_size",
              isinstance(self.tensor_parallel_size, int) and self.tensor_parallel_size >= 1, "an integer >= 1"),
+        ]
+        from .quantization import SUPPORTED_KV_CACHE_DTYPES, SUPPORTED_QUANTIZATION
+
+        if self.kv_cache_dtype == "fp8_e4m3":
+            self.kv_cache_dtype = "fp8"
+        checks += [
+            ("quantization", self.quantization is None or self.quantization in SUPPORTED_QUANTIZATION,
+             f"None or one of {', '.join(SUPPORTED_QUANTIZATION)} (FP8 e4m3 weights; FP8 checkpoints in the "
+             "compressed-tensors and block-wise fp8 layouts also load); awq, gptq, bitsandbytes and other "
+             "methods are not supported"),
+            ("kv_cache_dtype", self.kv_cache_dtype in SUPPORTED_KV_CACHE_DTYPES,
+             f"one of {', '.join(SUPPORTED_KV_CACHE_DTYPES)}"),
         ]
         for name, ok, rule in checks:
             if not ok:

@@ -35,8 +35,8 @@ def _dtype_name(dtype: Any) -> str:
     return _DTYPES[name]
 
 
-def _check_vllm_options(model: str | None, tokenizer: str | None, revision: str | None, quantization: str | None,
-                        kv_cache_dtype: str, trust_remote_code: bool) -> None:
+def _check_vllm_options(model: str | None, tokenizer: str | None, revision: str | None,
+                        trust_remote_code: bool) -> None:
     """vLLM's loading options: what Pagoda does the same way passes; the rest is a ValueError."""
     if tokenizer is not None and tokenizer != model:
         raise ValueError("tokenizer: the tokenizer is loaded from the model's folder; a separate one is not "
@@ -44,11 +44,6 @@ def _check_vllm_options(model: str | None, tokenizer: str | None, revision: str 
     if revision is not None:
         raise ValueError("revision: models are loaded from a local folder or a built-in name, not from a hub "
                          "revision (download that revision into a folder and pass its path)")
-    if quantization is not None:
-        raise ValueError(f"quantization={quantization!r}: quantized weights are not supported; the engine runs "
-                         "float32, bfloat16 or float16 weights")
-    if kv_cache_dtype != "auto":
-        raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r}: the KV cache always has the model's dtype ('auto')")
     if not isinstance(trust_remote_code, bool):
         raise ValueError("trust_remote_code must be True or False")
     # trust_remote_code=True is accepted: no model code is ever loaded from a folder, so there is nothing to trust.
@@ -58,20 +53,23 @@ class LLM:
     """Loads a model once and generates for batches of prompts with continuous batching.
 
     `LLM()` takes the embedded default (SmolLM2-135M-Instruct); keyword arguments are EngineConfig fields,
-    plus vLLM's `tokenizer`, `trust_remote_code`, `revision`, `quantization`, `kv_cache_dtype` (checked:
-    they work as in vLLM or raise a ValueError). `dtype` takes vLLM's names ("half") and torch dtypes.
+    plus vLLM's `tokenizer`, `trust_remote_code`, `revision` (checked: they work as in vLLM or raise a
+    ValueError). `quantization` ("fp8") and `kv_cache_dtype` ("auto", "fp8") are EngineConfig's.
+    `dtype` takes vLLM's names ("half") and torch dtypes.
     """
 
     def __init__(self, model: str | None = None, progress: bool = True, *, tokenizer: str | None = None,
                  trust_remote_code: bool = False, revision: str | None = None, quantization: str | None = None,
                  kv_cache_dtype: str = "auto", **config):
-        _check_vllm_options(model, tokenizer, revision, quantization, kv_cache_dtype, trust_remote_code)
+        _check_vllm_options(model, tokenizer, revision, trust_remote_code)
         unknown = sorted(set(config) - _CONFIG_FIELDS)
         if unknown:
             raise ValueError(f"LLM() does not take {', '.join(unknown)}; it takes {', '.join(sorted(_CONFIG_FIELDS))} "
-                             "and vLLM's tokenizer, trust_remote_code, revision, quantization, kv_cache_dtype")
+                             "and vLLM's tokenizer, trust_remote_code, revision")
         if model is not None:
             config["model"] = model
+        # EngineConfig checks these two (an unsupported method is an InvalidRequestError, a ValueError).
+        config.update(quantization=quantization, kv_cache_dtype=kv_cache_dtype)
         if "dtype" in config:
             config["dtype"] = _dtype_name(config["dtype"])
         self.engine = LLMEngine(EngineConfig(**config), progress=progress)

@@ -145,8 +145,16 @@ def iter_safetensors(path: Path, lazy: bool = False):
 
 def load_weights(model: torch.nn.Module, path: Path, progress: bool = True,
                  shard: tuple[int, int] | None = None) -> None:
-    """Read *.safetensors under `path` into our model; shard = (rank, size) reads one rank's slices."""
+    """Read *.safetensors under `path` into our model; shard = (rank, size) reads one rank's slices.
+
+    An FP8 checkpoint (config.json's quantization_config) is dequantized to the model's dtype as it is read.
+    """
+    from .quantization.checkpoints import dequantize_checkpoint, read_layout
+
     tensors, count = iter_safetensors(path, lazy=shard is not None)
+    layout = read_layout(path)
+    if layout is not None:
+        tensors, count = dequantize_checkpoint(tensors, layout, model.embed_tokens.weight.dtype), None
     load_state(model, tensors, count, progress, shard)
 
 

@@ -63,6 +63,8 @@ class ModelRunner:
             self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         else:
             self.dtype = DTYPES[config.dtype]
+        # e4m3 KV: one byte an element, so about twice the blocks in the same memory.
+        self.kv_dtype = torch.float8_e4m3fn if config.kv_cache_dtype == "fp8" else self.dtype
         self.block_size = config.block_size
         self.eos_token_ids = eos_token_ids
         self.max_model_len = max_model_len
@@ -79,12 +81,18 @@ class ModelRunner:
         if tp is not None:  # rank 0 hands out block ids for every rank: the pool that fits on all of them
             self.num_blocks = tp.min(self.num_blocks)
         shape = (args.num_layers, 2, self.num_blocks, self.block_size, args.num_kv_heads, args.head_dim)
-        self.kv_cache = torch.empty(shape, dtype=self.dtype, device=self.device)
+        self.kv_cache = torch.empty(shape, dtype=self.kv_dtype, device=self.device)
         self.kv_caches = [(self.kv_cache[i, 0], self.kv_cache[i, 1]) for i in range(args.num_layers)]
+        # (k_scale, v_scale) of each layer's e4m3 cache: 1.0, as vLLM's fp8 KV without calibration.
+        self.kv_scales = torch.ones(args.num_layers, 2, dtype=torch.float32, device=self.device)
         self.max_blocks_per_seq = -(-max_model_len // self.block_size)
         self.graphs = self.prefill_graphs = None
         self.gemm_choices = []
-        if self.device.type == "cuda" and not config.enforce_eager:
+        if self.kv_dtype != self.dtype and self.device.type == "cuda":
+            # The paged attention kernels do not read e4m3 yet: steps read a dequantized copy of their
+            # blocks (quantization/kv_cache.py), whose size follows the batch, so no graphs are captured.
+            log.warning("kv_cache_dtype='fp8' on CUDA runs eagerly through a dequantize step")
+        elif self.device.type == "cuda" and not config.enforce_eager:
             from .cuda_graphs import DecodeGraphs, PrefillGraphs
 
             if config.tune_gemms:
@@ -105,12 +113,7 @@ class ModelRunner:
         """weights: a folder of safetensors, a dict of Hugging Face-named tensors, or None (random)."""
         with torch.device(self.device):
             model = LlamaForCausalLM(self.args).to(self.dtype)
-        shard = None
-        if self.tp is not None:
-            from .distributed.sharding import parallelize
-
-            parallelize(model, self.tp)
-            shard = (self.tp.rank, self.tp.size)
+        shard = None if self.tp is None else (self.tp.rank, self.tp.size)
         if weights is None:  # random weights (benchmarks of a model shape)
             with torch.no_grad():
                 for p in model.parameters():
@@ -120,8 +123,16 @@ class ModelRunner:
             load_state(model, weights.items(), len(weights), progress, shard)
         else:
             load_weights(model, weights, progress, shard)
-        if self.device.type == "cuda":
+        if self.config.quantization == "fp8":
+            from .quantization import quantize_model_fp8
+
+            quantize_model_fp8(model)  # FP8 GEMMs take the weight row-major: no column-major copy
+        elif self.device.type == "cuda":
             store_projections_column_major(model)
+        if self.tp is not None:  # after the projections are final: its all-reduce hooks sit on them
+            from .distributed.sharding import parallelize
+
+            parallelize(model, self.tp)
         return model.eval().requires_grad_(False)
 
     def _tune_gemms(self, row_counts: list[int]) -> None:
@@ -137,7 +148,7 @@ class ModelRunner:
 
     def bytes_per_block(self) -> int:
         a = self.args
-        return 2 * a.num_layers * self.block_size * a.num_kv_heads * a.head_dim * self.dtype.itemsize
+        return 2 * a.num_layers * self.block_size * a.num_kv_heads * a.head_dim * self.kv_dtype.itemsize
 
     def _blocks_that_fit(self) -> int:
         if self.device.type != "cuda":
@@ -148,7 +159,10 @@ class ModelRunner:
         activations = (c.max_num_batched_tokens * (4 * a.intermediate_size + 8 * a.hidden_size) * 4
                        + c.max_num_seqs * a.vocab_size * 4 * 6)
         budget = total * c.gpu_memory_utilization - (total - free) - activations - 2 * 1024**3
-        return max(2, int(budget // self.bytes_per_block()))
+        per_block = self.bytes_per_block()
+        if self.kv_dtype != self.dtype:  # an FP8 pool is read through a model-dtype copy of one layer's blocks
+            per_block += per_block * self.dtype.itemsize // a.num_layers
+        return max(2, int(budget // per_block))
 
     # -- one step ------------------------------------------------------------------------------------
     def prepare(self, out: SchedulerOutput) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata, list[int]]:
@@ -197,11 +211,19 @@ class ModelRunner:
         if self.prefill_graphs is not None and self.prefill_graphs.can_run(out):
             return self.prefill_graphs.run(out)
         input_ids, positions, meta, logits_indices = self.prepare(out)
-        ctx = StepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale)
+        ctx = self.step_context(meta)
         hidden = self.model(input_ids, positions, ctx)
         if not (compute_logits and logits_indices):
             return None
         return self.model.compute_logits(hidden[logits_indices])
+
+    def step_context(self, meta: AttentionMetadata) -> StepContext:
+        """The ForwardContext of one eager step over this runner's KV caches."""
+        if self.kv_dtype != self.dtype:
+            from .quantization.kv_cache import Fp8KVStepContext
+
+            return Fp8KVStepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale, self.kv_scales)
+        return StepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale)
 
     @torch.inference_mode()
     def execute(self, out: SchedulerOutput) -> list[tuple[int, dict[int, float] | None] | None]:

@@ -117,7 +117,7 @@ def test_sampling_params_refuse_bad_values():
 
 
 # --- the constructor ---
-@pytest.mark.parametrize("kwargs", [dict(revision="main"), dict(quantization="awq"), dict(kv_cache_dtype="fp8"),
+@pytest.mark.parametrize("kwargs", [dict(revision="main"), dict(quantization="awq"), dict(kv_cache_dtype="fp8_e5m2"),
                                     dict(tokenizer="other/tokenizer"), dict(dtype="int8"), dict(swap_space=4)])
 def test_unsupported_constructor_options_are_value_errors(tiny_llama_path, kwargs):
     with pytest.raises(ValueError) as refused:
