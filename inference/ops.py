@@ -1,9 +1,11 @@
-"""The model's small ops, each sent to the Triton kernel on CUDA and to its torch reference elsewhere."""
+"""The model's small ops, each sent to the Triton kernel on CUDA and to torch elsewhere (the references,
+and for attention the batched torch path of kernels/paged_attention_torch.py)."""
 from __future__ import annotations
 
 import torch
 
 import kernels
+from kernels.paged_attention_torch import PagedAttentionPlan
 from kernels.rotary import build_cos_sin_cache  # noqa: F401  (re-exported for the model runner)
 
 # Tests set this (with TRITON_INTERPRET=1) to run the Triton launchers on CPU tensors through the
@@ -13,6 +15,11 @@ TRITON_ON_CPU = False
 
 def _triton(t: torch.Tensor) -> bool:
     return t.is_cuda or TRITON_ON_CPU
+
+
+def uses_triton(t: torch.Tensor) -> bool:
+    """Whether ops on tensors like t run the Triton kernels (else torch: the CPU path)."""
+    return _triton(t)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None):
@@ -63,6 +70,17 @@ def paged_attention_prefill(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq
                                                scale, max_q_len)
     return kernels.paged_attention_prefill_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens,
                                                scale, max_q_len)
+
+
+def plan_batched_attention(block_tables, seq_lens, cu_seqlens_q, block_size: int, num_rows: int,
+                           dtype: torch.dtype) -> PagedAttentionPlan:
+    """A step's index tensors for paged_attention_batched, built once and shared by every layer."""
+    return kernels.plan_paged_attention(block_tables, seq_lens, cu_seqlens_q, block_size, num_rows, dtype)
+
+
+def paged_attention_batched(q, k_cache, v_cache, plan: PagedAttentionPlan, scale: float) -> torch.Tensor:
+    """Decode, prefill and mixed rows of a step in a few batched torch ops (the CPU path; any device)."""
+    return kernels.paged_attention_torch(q, k_cache, v_cache, plan, scale)
 
 
 def unpack_step_row(row, positions, slots, seq_lens, cu_seqlens_q, block_table, last_index, max_rows: int,
