@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import statistics
 import sys
 
 import torch
@@ -24,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-hf", action="store_true", help="skip the Hugging Face peer")
     ap.add_argument("--system-len", type=int, default=2000)
     ap.add_argument("--question-len", type=int, default=50)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="rounds: engine and HF alternate (default run), or each arm's rounds (--prefix*)")
     ap.add_argument("--quick", action="store_true", help="--gpu: smaller batches, for a smoke run")
     ap.add_argument("--out", default=None, help="--gpu: write the JSON results here")
     ap.add_argument("--only", default=None, help="--gpu: run one model (llama3-8b or smollm2-135m)")
@@ -68,23 +70,33 @@ def main(argv: list[str] | None = None) -> int:
     from .workload import random_prompts, run_engine
 
     engine = LLMEngine(EngineConfig(model=args.model, device=args.device), progress=False)
-    prompts = random_prompts(args.num_requests, [args.prompt_len] * args.num_requests,
-                             engine.model_args.vocab_size)
-    run_engine(engine, "warmup", prompts[:2], [4, 4])
-    ours = run_engine(engine, f"pagoda B={args.num_requests}", prompts, [args.output_len] * len(prompts))
-    print(ours.row())
+    vocab = engine.model_args.vocab_size
+    run_engine(engine, "warmup", random_prompts(2, [args.prompt_len] * 2, vocab), [4, 4])
+    hf = None
     if not args.no_hf:
         from transformers import AutoModelForCausalLM
 
         from inference.model_loader import resolve_model_path
 
-        dtype = engine.runner.dtype
-        hf = AutoModelForCausalLM.from_pretrained(resolve_model_path(args.model), dtype=dtype).to(
+        hf = AutoModelForCausalLM.from_pretrained(resolve_model_path(args.model), dtype=engine.runner.dtype).to(
             engine.runner.device)
-        peer = hf_generate(hf, f"hf generate B={args.num_requests}", prompts, args.output_len,
-                           engine.eos_token_ids[0] if engine.eos_token_ids else 0)
-        print(peer.row())
-        print(f"ratio pagoda / hf: {ours.tok_s / peer.tok_s:.2f}x output tok/s")
+    # Engine and peer alternate, --repeats rounds, so both see the same load on a shared machine. Each
+    # round draws new prompts: the engine's prefix cache must not serve a round from the one before.
+    ratios = []
+    for r in range(args.repeats):
+        prompts = random_prompts(args.num_requests, [args.prompt_len] * args.num_requests, vocab, seed=1 + r)
+        ours = run_engine(engine, f"pagoda B={args.num_requests} #{r + 1}", prompts,
+                          [args.output_len] * len(prompts))
+        print(ours.row(), flush=True)
+        if hf is not None:
+            peer = hf_generate(hf, f"hf generate B={args.num_requests} #{r + 1}", prompts, args.output_len,
+                               engine.eos_token_ids[0] if engine.eos_token_ids else 0)
+            ratios.append(ours.tok_s / peer.tok_s)
+            print(peer.row())
+            print(f"ratio pagoda / hf: {ratios[-1]:.2f}x output tok/s", flush=True)
+    if len(ratios) > 1:
+        print(f"ratio pagoda / hf over {len(ratios)} rounds: median {statistics.median(ratios):.2f}x "
+              f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)")
     return 0
 
 

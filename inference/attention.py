@@ -31,6 +31,7 @@ class StepContext:
         self.cos_sin_cache = cos_sin_cache
         self.scale = scale
         self._prefill_splits: int | None = None  # split-KV choice, the same for every layer of a step
+        self._batched_plan: ops.PagedAttentionPlan | None = None  # the torch path's indices, every layer's
 
     def attention(self, layer_idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   positions: torch.Tensor) -> torch.Tensor:
@@ -43,6 +44,9 @@ class StepContext:
                block_tables: torch.Tensor) -> torch.Tensor:
         """Attend q [N, Hq, D] over the caches through block_tables (this step's K/V already written)."""
         meta = self.meta
+        if not ops.uses_triton(q):  # the CPU path: the whole step in a few batched torch ops
+            return ops.paged_attention_batched(q, k_cache, v_cache, self.batched_plan(q, k_cache, block_tables),
+                                               self.scale)
         if meta.decode_only:
             return ops.paged_attention_decode(q, k_cache, v_cache, block_tables, meta.seq_lens,
                                               self.scale, meta.max_seq_len)
@@ -51,6 +55,16 @@ class StepContext:
         return ops.paged_attention_prefill(q, k_cache, v_cache, block_tables, meta.cu_seqlens_q,
                                            meta.seq_lens, self.scale, meta.max_q_len,
                                            self.prefill_splits(q, k_cache), max_seq_len=meta.max_seq_len)
+
+    def batched_plan(self, q: torch.Tensor, k_cache: torch.Tensor,
+                     block_tables: torch.Tensor) -> ops.PagedAttentionPlan:
+        """The torch path's gather indices and masks for this step (built by the first layer; every layer
+        of a step reads the same blocks)."""
+        if self._batched_plan is None:
+            meta = self.meta
+            self._batched_plan = ops.plan_batched_attention(block_tables, meta.seq_lens, meta.cu_seqlens_q,
+                                                            k_cache.shape[1], q.shape[0], q.dtype)
+        return self._batched_plan
 
     def prefill_splits(self, q: torch.Tensor, k_cache: torch.Tensor) -> int:
         """Key splits of the prefill attention for this step (the same for every layer); 1 = unsplit."""

@@ -18,7 +18,9 @@ import torch
 from .attention import AttentionMetadata, StepContext
 from .config import EngineConfig
 from .model_loader import load_state, load_weights
+from . import ops
 from .models import LlamaForCausalLM, ModelArgs
+from .models.llama import Linear
 from .ops import build_cos_sin_cache
 from .sampler import SamplingRow, sample
 from .scheduler import SchedulerOutput
@@ -41,6 +43,17 @@ def store_projections_column_major(model: LlamaForCausalLM) -> None:
         for proj in (layer.o_proj, layer.gate_up_proj, layer.down_proj):
             with torch.no_grad():
                 proj.weight = torch.nn.Parameter(proj.weight.t().contiguous().t(), requires_grad=False)
+
+
+def pack_linears_for_cpu(model: LlamaForCausalLM) -> None:
+    """Run every projection and the lm_head from oneDNN-packed weights (see ops.pack_linear_weight)."""
+    if model.lm_head is None:  # tied: the lm_head gets its own packed copy; the embedding keeps its table
+        args = model.args
+        model.lm_head = Linear(args.hidden_size, args.vocab_size, bias=False, device="meta")
+        model.lm_head.weight = model.embed_tokens.weight
+    for module in model.modules():
+        if isinstance(module, Linear):
+            module.pack()
 
 
 class ModelRunner:
@@ -129,6 +142,8 @@ class ModelRunner:
             quantize_model_fp8(model)  # FP8 GEMMs take the weight row-major: no column-major copy
         elif self.device.type == "cuda":
             store_projections_column_major(model)
+        elif ops.can_pack_linear(model.embed_tokens.weight):
+            pack_linears_for_cpu(model)
         if self.tp is not None:  # after the projections are final: its all-reduce hooks sit on them
             from .distributed.sharding import parallelize
 

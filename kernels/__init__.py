@@ -1,8 +1,8 @@
 """Pagoda's Triton kernels: paged KV cache write, paged attention (decode and prefill), RMSNorm, RoPE,
 SiLU-and-multiply, and the unpacking of a captured step's staged inputs.
 
-Each kernel family lives in one module with its launcher and a pure-torch `*_ref` (the engine's CPU
-path). The launchers need CUDA tensors (or TRITON_INTERPRET=1 for CPU testing) and never sync the host.
+Each kernel family lives in one module with its launcher and a pure-torch `*_ref`, the simple
+reference the kernel is tested against; paged_attention_torch is the engine's batched CPU attention. The launchers need CUDA tensors (or TRITON_INTERPRET=1 for CPU testing) and never sync the host.
 """
 
 from kernels.activation import silu_and_mul, silu_and_mul_ref
@@ -20,6 +20,7 @@ from kernels.paged_attention_prefill import (
     paged_attention_prefill_ref,
     paged_attention_prefill_split,
 )
+from kernels.paged_attention_torch import PagedAttentionPlan, paged_attention_torch, plan_paged_attention
 from kernels.rmsnorm import rms_norm, rms_norm_ref
 from kernels.rotary import (
     apply_rotary,
@@ -33,6 +34,7 @@ from kernels.step_row import unpack_step_row, unpack_step_row_ref
 
 __all__ = [
     "DecodeConfig",
+    "PagedAttentionPlan",
     "PrefillConfig",
     "apply_rotary",
     "apply_rotary_and_write_kv",
@@ -46,6 +48,8 @@ __all__ = [
     "paged_attention_prefill",
     "paged_attention_prefill_ref",
     "paged_attention_prefill_split",
+    "paged_attention_torch",
+    "plan_paged_attention",
     "rms_norm",
     "rms_norm_ref",
     "rope_inv_freq",

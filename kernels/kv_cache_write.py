@@ -122,9 +122,10 @@ def write_kv_cache_ref(
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> None:
-    """Pure-torch write_kv_cache (same arguments, in place)."""
+    """Pure-torch write_kv_cache (same arguments, in place); also the engine's CPU path."""
     keep = slot_mapping >= 0
-    slots = slot_mapping[keep]
+    if not bool(keep.all()):  # padding rows: boolean indexing only then (it costs a nonzero per call)
+        key, value, slot_mapping = key[keep], value[keep], slot_mapping[keep]
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
-    k_cache.view(-1, num_kv_heads, head_dim)[slots] = key[keep].to(k_cache.dtype)
-    v_cache.view(-1, num_kv_heads, head_dim)[slots] = value[keep].to(v_cache.dtype)
+    k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, key.to(k_cache.dtype))
+    v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, value.to(v_cache.dtype))

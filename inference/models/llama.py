@@ -80,8 +80,17 @@ class Linear(nn.Linear):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.tuned: dict[int, tuple[cublaslt.Plan, object]] = {}  # rows -> (plan, cuBLASLt algorithm)
+        self.packed: torch.Tensor | None = None  # CPU: the weight in oneDNN's layout (see pack)
+
+    def pack(self) -> None:
+        """Run on the CPU from a oneDNN-packed copy of the weight (inference/ops.py, pack_linear_weight);
+        the plain weight is dropped to the meta device, so the model's memory does not double."""
+        self.packed = ops.pack_linear_weight(self.weight)
+        self.weight = nn.Parameter(self.weight.detach().to("meta"), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed is not None:
+            return ops.linear_packed(x, self.packed, self.bias)
         choice = self.tuned.get(x.shape[0]) if self.tuned else None
         if choice is not None:
             plan, algo = choice
