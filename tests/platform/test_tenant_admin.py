@@ -23,7 +23,7 @@ def _populated(tenant, member) -> None:
     services.create_system_prompt(tenant, "You are helpful.")
     api_services.create_api_key(tenant, "tool")
     conversation = history.create_conversation(tenant, member)
-    services.add_user_message(conversation, "hello")
+    history.add_user_message(conversation, "hello")
 
 
 def test_a_superuser_deletes_a_tenant_with_everything_it_owns(superuser, tenant, other_tenant, member):
