@@ -5,6 +5,11 @@ Environment:
   PAGODA_DB_POOL_SIZE  PostgreSQL only: keep up to this many connections per process in a pool (psycopg_pool)
                     instead of opening one per database call; default 0 (no pool). See env.database_pool
   PAGODA_DB_POOL_TIMEOUT_SECONDS  how long a call waits for a pooled connection before it fails (default 3)
+  PAGODA_SQLITE_BUSY_TIMEOUT_SECONDS  SQLite only: how long a write waits for the write lock before it fails
+                    (default 20); SQLite also runs in WAL mode with IMMEDIATE transactions (env.sqlite_options)
+  PAGODA_DB_MAX_CONCURRENT_REQUESTS  page requests (all but /v1/, static files, probes) handled at once per
+                    process; the rest queue (pagoda.db_queue). Default: the pool's size when pooled, else 16
+  PAGODA_DB_QUEUE_TIMEOUT_SECONDS  how long a queued request waits for its turn before a 503 (default 100)
   REDIS_URL         redis://host:6379/0 -> channels-redis layer and the /v1 API's shared rate-limit counters;
                     default the in-memory layer and per-process counters (one process)
   PAGODA_MODEL      engine model name (default smollm2-135m-instruct)
@@ -99,6 +104,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "pagoda.db_queue.DatabaseQueueMiddleware",  # first: a burst of page requests queues before it opens connections
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -137,7 +143,16 @@ if _DB_POOL and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql
     # Checked when taken from the pool: a connection that died while it sat there (a restarted server,
     # a terminated session) is replaced instead of failing the call that got it.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = env.sqlite_options(os.environ.get("PAGODA_SQLITE_BUSY_TIMEOUT_SECONDS"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Page requests handled at once; with a pool, no more than it holds, so none waits for a connection there.
+PAGODA_DB_MAX_CONCURRENT_REQUESTS = env.positive_int(
+    os.environ.get("PAGODA_DB_MAX_CONCURRENT_REQUESTS"), (_DB_POOL or {}).get("max_size", 16),
+    "PAGODA_DB_MAX_CONCURRENT_REQUESTS")
+# Longer than a burst of logins takes to drain (each hashes its password: 256 take 40-80 s on 2 cores),
+# shorter than the 120 s nginx waits for a page (deploy/nginx), so the browser gets our 503, not a 504.
+PAGODA_DB_QUEUE_TIMEOUT_SECONDS = float(os.environ.get("PAGODA_DB_QUEUE_TIMEOUT_SECONDS", "100"))
 
 CHANNEL_LAYERS = env.channel_layers(os.environ.get("REDIS_URL"))
 # Shared counters for the /v1 API rate limits (api.ratelimit); None: counted in this process only.

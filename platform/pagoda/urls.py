@@ -20,3 +20,6 @@ urlpatterns = [
     path("v1/", include("api.urls")),  # the OpenAI-compatible API (schema at /v1/openapi.json)
     path("", include("observability.urls")),  # /health, /metrics
 ]
+
+# A database that could not serve a page in time answers 503 + Retry-After, not the 500 page.
+handler500 = "pagoda.unavailable.server_error"
