@@ -9,7 +9,7 @@ Environment:
                     (default 20); SQLite also runs in WAL mode with IMMEDIATE transactions (env.sqlite_options)
   PAGODA_DB_MAX_CONCURRENT_REQUESTS  page requests (all but /v1/, static files, probes) handled at once per
                     process; the rest queue (pagoda.db_queue). Default: the pool's size when pooled, else 16
-  PAGODA_DB_QUEUE_TIMEOUT_SECONDS  how long a queued request waits for its turn before a 503 (default 100)
+  PAGODA_DB_QUEUE_TIMEOUT_SECONDS  how long a queued request waits for its turn before a 503 (default 300)
   REDIS_URL         redis://host:6379/0 -> channels-redis layer and the /v1 API's shared rate-limit counters;
                     default the in-memory layer and per-process counters (one process)
   PAGODA_MODEL      engine model name (default smollm2-135m-instruct)
@@ -150,9 +150,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PAGODA_DB_MAX_CONCURRENT_REQUESTS = env.positive_int(
     os.environ.get("PAGODA_DB_MAX_CONCURRENT_REQUESTS"), (_DB_POOL or {}).get("max_size", 16),
     "PAGODA_DB_MAX_CONCURRENT_REQUESTS")
-# Longer than a burst of logins takes to drain (each hashes its password: 256 take 40-80 s on 2 cores),
-# shorter than the 120 s nginx waits for a page (deploy/nginx), so the browser gets our 503, not a 504.
-PAGODA_DB_QUEUE_TIMEOUT_SECONDS = float(os.environ.get("PAGODA_DB_QUEUE_TIMEOUT_SECONDS", "100"))
+# Longer than a burst of logins takes to drain: each hashes its password (0.3 s of CPU), so 256 take
+# about 40 s on 2 idle cores and minutes on busy ones. nginx waits a little longer for a page
+# (deploy/nginx/pagoda.conf), so the browser gets this 503, not nginx's 504.
+PAGODA_DB_QUEUE_TIMEOUT_SECONDS = float(os.environ.get("PAGODA_DB_QUEUE_TIMEOUT_SECONDS", "300"))
 
 CHANNEL_LAYERS = env.channel_layers(os.environ.get("REDIS_URL"))
 # Shared counters for the /v1 API rate limits (api.ratelimit); None: counted in this process only.
