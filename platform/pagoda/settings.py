@@ -148,8 +148,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Page requests handled at once; with a pool, no more than it holds, so none waits for a connection there.
 PAGODA_DB_MAX_CONCURRENT_REQUESTS = env.positive_int(
-    os.environ.get("PAGODA_DB_MAX_CONCURRENT_REQUESTS"), (_DB_POOL or {}).get("max_size", 16),
-    "PAGODA_DB_MAX_CONCURRENT_REQUESTS")
+    os.environ.get("PAGODA_DB_MAX_CONCURRENT_REQUESTS"),
+    DATABASES["default"]["OPTIONS"].get("pool", {}).get("max_size", 16), "PAGODA_DB_MAX_CONCURRENT_REQUESTS")
 # Longer than a burst of logins takes to drain: each hashes its password (0.3 s of CPU), so 256 take
 # about 40 s on 2 idle cores and minutes on busy ones. nginx waits a little longer for a page
 # (deploy/nginx/pagoda.conf), so the browser gets this 503, not nginx's 504.
