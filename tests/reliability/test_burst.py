@@ -61,7 +61,7 @@ def test_256_logins_at_once_each_chat_answered_and_saved(kind, tmp_path):
             daphne_args=["--websocket_connect_timeout", "30"],  # as deploy/run.sh starts it
             extra_env=DATABASES[kind]) as server:
         started = time.monotonic()
-        results = asyncio.run(burst.run_burst(server, server.users, password="pw", timeout=300))
+        results = asyncio.run(burst.run_burst(server, server.users, password="pw", timeout=900))
         report = burst.figures(results, time.monotonic() - started)
         failures = burst.verify(server, results, MAX_TOKENS)
         print(f"\n{kind}: {json.dumps(report)}\nfailures: {failures}")
