@@ -4,6 +4,7 @@ from __future__ import annotations
 from engine_runtime import EngineUnavailable
 from governance.budgets import QuotaExceeded
 from inference.errors import EngineDeadError, EngineError, InvalidRequestError, PromptTooLongError, QueueFullError
+from pagoda.db import is_unavailable
 
 # WebSocket close codes (4000-4999 is the application's range; these mirror HTTP's meaning).
 CLOSE_UNAUTHENTICATED = 4401
@@ -60,4 +61,6 @@ def to_chat_error(exc: BaseException) -> ChatError:
         return ChatError("engine_unavailable", f"The engine stopped: {exc}")
     if isinstance(exc, EngineError):
         return ChatError("engine_error", f"The engine failed: {exc}")
+    if is_unavailable(exc):  # gone, or locked past the busy timeout: nothing of the turn was saved
+        return ChatError("database_unavailable", "The database is busy or unavailable; try again in a moment.")
     return ChatError("internal_error", "Something went wrong on the server; the error was logged.")

@@ -1,11 +1,22 @@
-"""Database calls from async code (the chat socket, the /v1 views) that give their connection back at once."""
+"""Database calls from async code (the chat socket, the /v1 views) that give their connection back at once,
+and what counts as the database being unavailable (mapped to a 503 / an error frame at each edge)."""
 import functools
 
 from asgiref.sync import sync_to_async
-from django.db import connections
+from django.db import InterfaceError, OperationalError, connections
+
+# Seconds a client is told to wait (Retry-After) before retrying a request the database could not serve.
+RETRY_AFTER_S = 5
 
 
-def _close_connections() -> None:
+def is_unavailable(exc: BaseException | None) -> bool:
+    """True for a database that could not serve the call: gone, refusing connections, locked past the
+    busy timeout, a pool with no connection free in time. Not for a bad query or a broken constraint
+    (IntegrityError, ProgrammingError): those are bugs, answered 500."""
+    return isinstance(exc, (OperationalError, InterfaceError))
+
+
+def close_connections() -> None:
     """django.db.close_old_connections, except for a connection inside a transaction: that one is not
     the call's to close (a test's transaction, in the in-process API tests)."""
     for connection in connections.all(initialized_only=True):
@@ -28,6 +39,6 @@ def db_call(func):
         try:
             return func(*args, **kwargs)
         finally:
-            _close_connections()
+            close_connections()
 
     return sync_to_async(run)

@@ -25,6 +25,17 @@ def parse_list(value: str | None, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def positive_int(value: str | None, default: int, name: str) -> int:
+    """A whole number of at least 1; None -> default."""
+    try:
+        num = int(value) if value is not None else default
+    except ValueError:
+        num = 0
+    if num < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+    return num
+
+
 def parse_database_url(url: str | None, default_sqlite_path: Path) -> dict:
     """DATABASE_URL -> a Django DATABASES['default'] dict.
 
@@ -77,6 +88,32 @@ def database_pool(size: str | None, timeout_s: str | None) -> dict | None:
     # min_size 0: an idle process holds no session; a connection made is kept until it has been idle
     # for max_idle seconds (psycopg_pool's default, 10 minutes).
     return {"min_size": 0, "max_size": num, "timeout": timeout}
+
+
+# Every new SQLite connection (one per request: CONN_MAX_AGE is 0) runs these. WAL lets readers go on
+# while one writer writes (journal_mode persists in the file; repeating it is a no-op). synchronous NORMAL
+# is safe under WAL: a crashed process loses nothing, a power cut at most the last commits, never the
+# file. The rest bound the WAL file and keep hot pages in memory (Rails' and Django guides' defaults).
+SQLITE_PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA journal_size_limit=67108864",
+                  "PRAGMA mmap_size=134217728", "PRAGMA cache_size=2000")
+
+
+def sqlite_options(busy_timeout_s: str | None) -> dict:
+    """PAGODA_SQLITE_BUSY_TIMEOUT_SECONDS -> Django's SQLite OPTIONS: a burst of writers queues instead of failing.
+
+    SQLite has one writer at a time. A connection that finds the write lock taken waits up to the busy
+    timeout (default 20 s, Django's is 5) before "database is locked". IMMEDIATE makes every transaction
+    take the write lock when it begins: a DEFERRED one that read first and then writes cannot wait (the
+    snapshot it read may be stale) and fails at once, whatever the timeout.
+    """
+    try:
+        timeout = float(busy_timeout_s or 20.0)
+    except ValueError:
+        timeout = 0.0
+    if not timeout > 0:
+        raise ValueError(f"PAGODA_SQLITE_BUSY_TIMEOUT_SECONDS must be a positive number of seconds, "
+                         f"not {busy_timeout_s!r}")
+    return {"timeout": timeout, "transaction_mode": "IMMEDIATE", "init_command": ";".join(SQLITE_PRAGMAS)}
 
 
 # channels-redis waits on Redis in blocking pops of 5 s; redis-py gives up on any read after

@@ -5,6 +5,11 @@ Environment:
   PAGODA_DB_POOL_SIZE  PostgreSQL only: keep up to this many connections per process in a pool (psycopg_pool)
                     instead of opening one per database call; default 0 (no pool). See env.database_pool
   PAGODA_DB_POOL_TIMEOUT_SECONDS  how long a call waits for a pooled connection before it fails (default 3)
+  PAGODA_SQLITE_BUSY_TIMEOUT_SECONDS  SQLite only: how long a write waits for the write lock before it fails
+                    (default 20); SQLite also runs in WAL mode with IMMEDIATE transactions (env.sqlite_options)
+  PAGODA_DB_MAX_CONCURRENT_REQUESTS  page requests (all but /v1/, static files, probes) handled at once per
+                    process; the rest queue (pagoda.db_queue). Default: the pool's size less 2 when pooled, else 16
+  PAGODA_DB_QUEUE_TIMEOUT_SECONDS  how long a queued request waits for its turn before a 503 (default 300)
   REDIS_URL         redis://host:6379/0 -> channels-redis layer and the /v1 API's shared rate-limit counters;
                     default the in-memory layer and per-process counters (one process)
   PAGODA_MODEL      engine model name (default smollm2-135m-instruct)
@@ -130,6 +135,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "pagoda.db_queue.DatabaseQueueMiddleware",  # first: a burst of page requests queues before it opens connections
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -169,7 +175,19 @@ if _DB_POOL and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql
     # Checked when taken from the pool: a connection that died while it sat there (a restarted server,
     # a terminated session) is replaced instead of failing the call that got it.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = env.sqlite_options(os.environ.get("PAGODA_SQLITE_BUSY_TIMEOUT_SECONDS"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Page requests handled at once. With a pool, two fewer than it holds: the chat sockets' calls (one
+# thread) and /v1's do not queue here, and must find a connection free within the pool's timeout.
+_POOL_SIZE = DATABASES["default"]["OPTIONS"].get("pool", {}).get("max_size")
+PAGODA_DB_MAX_CONCURRENT_REQUESTS = env.positive_int(
+    os.environ.get("PAGODA_DB_MAX_CONCURRENT_REQUESTS"), max(1, _POOL_SIZE - 2) if _POOL_SIZE else 16,
+    "PAGODA_DB_MAX_CONCURRENT_REQUESTS")
+# Longer than a burst of logins takes to drain: each hashes its password (0.3 s of CPU), so 256 take
+# about 40 s on 2 idle cores and minutes on busy ones. nginx waits a little longer for a page
+# (deploy/nginx/pagoda.conf), so the browser gets this 503, not nginx's 504.
+PAGODA_DB_QUEUE_TIMEOUT_SECONDS = float(os.environ.get("PAGODA_DB_QUEUE_TIMEOUT_SECONDS", "300"))
 
 CHANNEL_LAYERS = env.channel_layers(os.environ.get("REDIS_URL"))
 # Shared counters for the /v1 API rate limits (api.ratelimit); None: counted in this process only.

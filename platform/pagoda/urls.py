@@ -38,3 +38,6 @@ urlpatterns = [
     path("", include("api.urls_root")),  # /tokenize, /detokenize (where vLLM serves them; also under /v1)
     path("", include("observability.urls")),  # /health, /metrics
 ]
+
+# A database that could not serve a page in time answers 503 + Retry-After, not the 500 page.
+handler500 = "pagoda.unavailable.server_error"

@@ -44,3 +44,20 @@ def test_parse_bool_and_list():
     with pytest.raises(ValueError):
         env.parse_bool("maybe", False)
     assert env.parse_list("a, b,,c", []) == ["a", "b", "c"]
+
+
+def test_sqlite_options_queue_writers():
+    options = env.sqlite_options(None)
+    assert options["timeout"] == 20.0 and options["transaction_mode"] == "IMMEDIATE"
+    assert "PRAGMA journal_mode=WAL" in options["init_command"].split(";")
+    assert env.sqlite_options("2.5")["timeout"] == 2.5
+    for value in ["0", "-1", "soon", "nan"]:
+        with pytest.raises(ValueError, match="PAGODA_SQLITE_BUSY_TIMEOUT_SECONDS"):
+            env.sqlite_options(value)
+
+
+def test_positive_int():
+    assert env.positive_int(None, 16, "N") == 16 and env.positive_int("3", 16, "N") == 3
+    for value in ["0", "-2", "many"]:
+        with pytest.raises(ValueError, match="N must be"):
+            env.positive_int(value, 16, "N")

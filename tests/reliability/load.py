@@ -1,4 +1,5 @@
-"""The load run: N concurrent chat sockets and M concurrent streaming API calls against a live server
+"""The load run: N concurrent chat sockets and M concurrent streaming API calls (and, with --logins L,
+L employees logging in through the login form at the same moment, burst.py) against a live server
 on 127.0.0.1 with the default model (SmolLM2-135M-Instruct), checked and measured.
 
     .venv/bin/python tests/reliability/load.py --chats 200 --streams 100 --max-tokens 4 --rounds 4 \
@@ -10,7 +11,9 @@ one done frame (or role, finish and usage chunks, then [DONE]), the text of the 
 the reply saved in the database, the stream's per-token logprobs adding up to its usage (so no chunk
 was lost or repeated), a usage row per API call. Measured: TTFT (send -> first text) p50 / p99, wall
 time, output tokens per second, the server's RSS after a warm-up and after each round, the engine's
-KV blocks once idle (leaked = used - pinned). Exit status 1 if any check failed.
+KV blocks once idle (leaked = used - pinned). Logins are checked by burst.verify (every login and
+turn done and saved, no 5xx) and timed (login POST -> redirect, form -> done frame). Exit status 1 if
+any check failed.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import burst  # noqa: E402
 import reliability_server as rs  # noqa: E402
 
 USERS_PER_TENANT_CONVERSATIONS = 10  # conversations per seeded user
@@ -78,10 +82,24 @@ async def one_stream(http, server, key: str, question: str, timeout: float) -> d
             "text": api_client.text_of(s), "seconds": time.monotonic() - s.sent_at, "error": s.error}
 
 
-async def one_round(server, num_chats: int, num_streams: int, round_no: int, timeout: float) -> tuple[list, float]:
-    import api_client
+def chat_users(server, num_chats: int) -> list[dict]:
+    """The users whose seeded conversations the chat sockets use: the first ones of each tenant."""
+    num = math.ceil(num_chats / 2 / USERS_PER_TENANT_CONVERSATIONS)
+    return [u for slug in ("acme", "globex") for u in [u for u in server.users if u["tenant"] == slug][:num]]
 
-    slots = [(u, c) for u in server.users for c in u["conversations"]][:num_chats]
+
+def login_users(server, num_chats: int, num_logins: int) -> list[dict]:
+    """The users who log in through the form: the others (their "New chat" is a conversation of their own)."""
+    taken = {u["username"] for u in chat_users(server, num_chats)}
+    return [u for u in server.users if u["username"] not in taken][:num_logins]
+
+
+async def one_round(server, num_chats: int, num_streams: int, round_no: int, timeout: float,
+                    num_logins: int = 0) -> tuple[list, float]:
+    import api_client
+    import burst
+
+    slots = [(u, c) for u in chat_users(server, num_chats) for c in u["conversations"]][:num_chats]
     keys = ["acme", "globex"]
     started = time.monotonic()
     async with api_client.client(num_streams + 4) as http:
@@ -89,6 +107,8 @@ async def one_round(server, num_chats: int, num_streams: int, round_no: int, tim
                          timeout) for i, (user, conv) in enumerate(slots)]
         jobs += [one_stream(http, server, keys[i % 2], f"Round {round_no}, request {i}: name a colour.", timeout)
                  for i in range(num_streams)]
+        jobs += [burst.one_employee(server, u["username"], "pw", f"Round {round_no}: hello, what is 2 plus {i}?",
+                                    timeout) for i, u in enumerate(login_users(server, num_chats, num_logins))]
         results = await asyncio.gather(*jobs)
     return results, time.monotonic() - started
 
@@ -140,6 +160,7 @@ def figures(results: list[dict], wall_s: float) -> dict:
                 "p99": round(percentile(values, 99) * 1000) if values else None,
                 "max": round(max(values) * 1000) if values else None}
 
+    results = [r for r in results if r["kind"] != "login"]  # burst.figures times those
     ttft = {kind: [r["ttft"] for r in results if r["kind"] == kind and r.get("ttft") is not None]
             for kind in ("chat", "stream")}
     tokens = sum(r.get("tokens") or 0 for r in results if r["ok"])
@@ -155,7 +176,7 @@ def run(args) -> dict:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     rs.setup_django()
     folder = Path(args.folder or tempfile.mkdtemp(prefix="pagoda-load-"))
-    num_users = math.ceil(args.chats / 2 / USERS_PER_TENANT_CONVERSATIONS)
+    num_users = math.ceil(args.chats / 2 / USERS_PER_TENANT_CONVERSATIONS) + math.ceil(args.logins / 2)
     engine_config = json.loads(args.engine_config)
     report: dict = {"args": vars(args), "rounds": []}
     log = print if not args.quiet else (lambda *a, **k: None)
@@ -173,10 +194,16 @@ def run(args) -> dict:
             f"{stats['num_blocks_total']} KV blocks, {stats['num_blocks_pinned']} pinned")
         for round_no in range(1, args.rounds + 1):
             before = server.engine_stats()["stats"]
-            results, wall_s = asyncio.run(one_round(server, args.chats, args.streams, round_no, args.timeout))
+            results, wall_s = asyncio.run(one_round(server, args.chats, args.streams, round_no, args.timeout,
+                                                    args.logins))
             stats = server.wait_idle(args.timeout)
             time.sleep(1.0)  # the last usage rows are written just after the streams end
-            entry = {"round": round_no, **figures(results, wall_s), "failures": verify(server, results, args.max_tokens),
+            logins = [r for r in results if r["kind"] == "login"]
+            failures = verify(server, results, args.max_tokens)
+            if logins:
+                failures |= burst.verify(server, logins, args.max_tokens)
+            entry = {"round": round_no, **figures(results, wall_s), "failures": failures,
+                     **({"logins": burst.figures(logins, wall_s)} if logins else {}),
                      "rss_mb_after": round(server.rss_mb(), 1), "leaked_blocks": rs.leaked_blocks(stats),
                      "num_running_after": stats["num_running"], "num_waiting_after": stats["num_waiting"],
                      "num_preemptions": stats["num_preemptions"] - before["num_preemptions"],
@@ -196,6 +223,9 @@ def parse_args(argv: list[str] | None = None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chats", type=int, default=200)
     parser.add_argument("--streams", type=int, default=100)
+    parser.add_argument("--logins", type=int, default=0,
+                        help="employees who also log in through the form at the same moment, each opening "
+                             "a new chat and sending one message (burst.py)")
     parser.add_argument("--max-tokens", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds one reply may take")
