@@ -30,7 +30,8 @@ from kernels import (DecodeConfig, PrefillConfig, choose_num_splits, choose_pref
                      paged_attention_decode_ref, paged_attention_prefill, paged_attention_prefill_ref,
                      paged_attention_prefill_split)
 from kernels.paged_attention_decode import decode_config
-from kernels.paged_attention_prefill import prefill_config, prefill_split_config
+from kernels.paged_attention_prefill import prefill_config
+from kernels.paged_attention_prefill_split import prefill_split_config
 
 NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE = 32, 8, 128, 16  # Llama-3-8B
 DTYPE = torch.bfloat16

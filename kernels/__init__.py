@@ -13,13 +13,8 @@ from kernels.paged_attention_decode import (
     paged_attention_decode,
     paged_attention_decode_ref,
 )
-from kernels.paged_attention_prefill import (
-    PrefillConfig,
-    choose_prefill_splits,
-    paged_attention_prefill,
-    paged_attention_prefill_ref,
-    paged_attention_prefill_split,
-)
+from kernels.paged_attention_prefill import PrefillConfig, paged_attention_prefill, paged_attention_prefill_ref
+from kernels.paged_attention_prefill_split import choose_prefill_splits, paged_attention_prefill_split
 from kernels.paged_attention_torch import PagedAttentionPlan, paged_attention_torch, plan_paged_attention
 from kernels.rmsnorm import rms_norm, rms_norm_ref
 from kernels.rotary import (

@@ -38,7 +38,7 @@ def test_split_kv_prefill_gives_the_reference_tokens(tiny_llama_path, monkeypatc
 
     import kernels
 
-    prefill = importlib.import_module("kernels.paged_attention_prefill")  # the module, not the function
+    prefill = importlib.import_module("kernels.paged_attention_prefill_split")  # the module, not the function
 
     system = list(range(700, 733))  # 33 tokens: the second wave's prefix hits are long against its queries
     prompts = [system + list(range(800 + 7 * i, 803 + 7 * i)) for i in range(3)]

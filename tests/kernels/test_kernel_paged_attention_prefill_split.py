@@ -6,14 +6,8 @@ import pytest
 import torch
 from kernel_testing import DEVICE, DTYPES, PagedKV, assert_close, capture_without_host_sync
 
-from kernels.paged_attention_prefill import (
-    SPLIT_MAX_Q_LEN,
-    PrefillConfig,
-    choose_prefill_splits,
-    paged_attention_prefill,
-    paged_attention_prefill_ref,
-    paged_attention_prefill_split,
-)
+from kernels.paged_attention_prefill import PrefillConfig, paged_attention_prefill, paged_attention_prefill_ref
+from kernels.paged_attention_prefill_split import SPLIT_MAX_Q_LEN, choose_prefill_splits, paged_attention_prefill_split
 
 # (q_len, seq_len): a chat turn after a long cached prefix, decode rows, a pure-new chunk (q_len ==
 # seq_len), short prefix hits, a chunk at the routing limit and one past it. Odd lengths throughout.
@@ -185,7 +179,7 @@ def test_merge_ignores_nan_in_splits_that_saw_no_key(num_splits, num_q_heads):
     """The merge loads every split's sum and acc before it knows which splits are live; a split that saw
     no key (max -inf) may have left NaN there, and it must not reach the output. Heads that are not a
     multiple of the merge's heads per program (9) are covered too; rows past cu_seqlens_q stay unwritten."""
-    from kernels.paged_attention_prefill import _prefill_merge_kernel, MERGE_HEADS
+    from kernels.paged_attention_prefill_split import _prefill_merge_kernel, MERGE_HEADS
 
     import triton
 
