@@ -18,7 +18,7 @@ import torch
 from .attention import AttentionMetadata, StepContext
 from .config import EngineConfig
 from .model_loader import load_state, load_weights
-from .models import LlamaForCausalLM, ModelArgs
+from .models import LlamaForCausalLM, ModelArgs, build_model
 from .ops import build_cos_sin_cache
 from .sampler import SamplingRow, sample
 from .scheduler import SchedulerOutput
@@ -104,7 +104,7 @@ class ModelRunner:
     def _build_model(self, weights: Path | dict | None, progress: bool) -> LlamaForCausalLM:
         """weights: a folder of safetensors, a dict of Hugging Face-named tensors, or None (random)."""
         with torch.device(self.device):
-            model = LlamaForCausalLM(self.args).to(self.dtype)
+            model = build_model(self.args).to(self.dtype)
         shard = None
         if self.tp is not None:
             from .distributed.sharding import parallelize

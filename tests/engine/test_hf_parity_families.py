@@ -1,0 +1,59 @@
+"""Qwen3 dense and Qwen3-MoE: greedy tokens identical to Hugging Face generate (CPU, fp32, small
+random-weight models saved by transformers with a real tokenizer), also under chunked prefill and
+with prefix-cache hits."""
+import pytest
+import torch
+from test_hf_parity import hf_greedy
+
+from inference import LLM, SamplingParams
+
+FAMILIES = {
+    "qwen3": {"head_dim": 16},
+    # 8 experts, 2 routed per token, renormalised; layer 1 keeps a dense MLP (mlp_only_layers).
+    "qwen3_moe": {"head_dim": 16, "num_hidden_layers": 3, "num_experts": 8, "num_experts_per_tok": 2,
+                  "moe_intermediate_size": 32, "norm_topk_prob": True, "mlp_only_layers": [1],
+                  "decoder_sparse_step": 1},
+}
+PROMPTS = [list(range(100, 100 + n)) for n in (3, 17, 40)]  # spans several 8-token blocks
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def family_model(request, tmp_path_factory, tiny_model_factory):
+    family = request.param
+    path = tiny_model_factory(tmp_path_factory.mktemp(family), family, **FAMILIES[family])
+    randomize_norms(path)
+    return path, hf_greedy(path, PROMPTS, 20, [])
+
+
+def randomize_norms(path):
+    """transformers initialises every RMSNorm weight to ones: draw them, so that a norm loaded into
+    the wrong place (or not applied, as q_norm and k_norm could be) changes the tokens."""
+    from safetensors.torch import load_file, save_file
+
+    f = str(path / "model.safetensors")
+    state = load_file(f)
+    g = torch.Generator().manual_seed(1)
+    for name, t in state.items():
+        if name.endswith("norm.weight"):
+            state[name] = 1 + 0.5 * torch.randn(t.shape, generator=g)
+    save_file(state, f, metadata={"format": "pt"})
+
+
+def test_greedy_tokens_match_hf(family_model):
+    path, expected = family_model
+    llm = LLM(model=str(path), progress=False, device="cpu", block_size=8)
+    outs = llm.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=20, ignore_eos=True))
+    assert [o.outputs[0].token_ids for o in outs] == expected
+
+
+def test_chunked_prefill_and_prefix_hits_match_hf(family_model):
+    path, expected = family_model
+    # 12 tokens a step: the 40-token prompt is prefilled in chunks, beside the others' decodes.
+    llm = LLM(model=str(path), progress=False, device="cpu", block_size=8, max_num_batched_tokens=12,
+              max_num_seqs=4)
+    params = SamplingParams(temperature=0, max_tokens=20, ignore_eos=True)
+    first = llm.generate(PROMPTS, params)
+    assert [o.outputs[0].token_ids for o in first] == expected
+    again = llm.generate([PROMPTS[2], PROMPTS[1]], params)  # their full blocks are cached now
+    assert again[0].num_cached_tokens >= 32 and again[1].num_cached_tokens >= 16
+    assert [o.outputs[0].token_ids for o in again] == [expected[2], expected[1]]
