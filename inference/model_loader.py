@@ -198,14 +198,21 @@ def load_state(model: torch.nn.Module, tensors, count: int | None = None, progre
                              unit="tensor"):
         if "rotary_emb" in name:
             continue
-        target, offset, split_dim = _map_name(name, q_size, kv_size, args.intermediate_size)
+        expert = None
+        moe = _map_expert_name(name, args.moe_intermediate_size)
+        if moe is not None:
+            if shard is not None:
+                raise ValueError("mixture-of-experts weights are not sharded for tensor parallelism")
+            (target, expert, offset), split_dim = moe, None
+        else:
+            target, offset, split_dim = _map_name(name, q_size, kv_size, args.intermediate_size)
         if target not in params:
             if target == "lm_head.weight" and args.tie_word_embeddings:
                 continue
             raise ValueError(f"unexpected tensor {name}")
         if shard is not None:
             tensor = _rank_slice(tensor, split_dim, *shard)
-        param = params[target]
+        param = params[target] if expert is None else params[target][expert]
         rows = param if offset is None else param[offset:offset + tensor.shape[0]]
         if rows.shape != tensor.shape:
             raise ValueError(f"tensor {name} has shape {tuple(tensor.shape)}, expected {tuple(rows.shape)}")
@@ -227,6 +234,28 @@ def _rank_slice(tensor, dim: int | None, rank: int, size: int) -> torch.Tensor:
     shape = tensor.shape if isinstance(tensor, torch.Tensor) else tensor.get_shape()
     n = shape[dim] // size
     return tensor[(slice(None),) * dim + (slice(rank * n, (rank + 1) * n),)]
+
+
+# Qwen3-MoE expert tensors as the hub stores them (one per expert) or as transformers 5 holds them
+# (all experts in one [E, ...] tensor).
+_EXPERT = re.compile(r"(?:model\.)?(layers\.\d+)\.mlp\.(?:experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight"
+                     r"|experts\.(gate_up_proj|down_proj)|gate\.weight)")
+
+
+def _map_expert_name(name: str, inter: int) -> tuple[str, int | None, int | None] | None:
+    """A mixture-of-experts tensor's (our parameter, expert index or None for all, row offset or None);
+    None for any other tensor."""
+    m = _EXPERT.fullmatch(name)
+    if m is None:
+        return None
+    layer, expert, proj, fused = m.groups()
+    if expert is None and fused is None:
+        return f"{layer}.router.weight", None, None
+    if fused is not None:
+        return f"{layer}.experts_{'gate_up' if fused == 'gate_up_proj' else 'down'}", None, None
+    if proj == "down_proj":
+        return f"{layer}.experts_down", int(expert), None
+    return f"{layer}.experts_gate_up", int(expert), 0 if proj == "gate_proj" else inter
 
 
 def _map_name(name: str, q_size: int, kv_size: int, inter: int) -> tuple[str, int | None, int | None]:

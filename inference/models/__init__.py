@@ -1,13 +1,14 @@
-"""Model families: one Llama-style decoder (llama.py) serves Llama, Mistral and Qwen2; Qwen3 and
-Qwen3-MoE override the parts they change. `build_model` picks the class for ModelArgs.family."""
+"""Model families: one Llama-style decoder (llama.py) serves Llama, Mistral and Qwen2; Qwen3 (qwen3.py) and
+Qwen3-MoE (qwen3_moe.py) override the parts they change. `build_model` picks the class for ModelArgs.family."""
 from torch import nn
 
 from .args import FAMILIES, ModelArgs, check_model_type, supported_families
 from .llama import LlamaForCausalLM
 from .qwen3 import Qwen3ForCausalLM
+from .qwen3_moe import Qwen3MoeForCausalLM
 
 _CLASSES = {"llama": LlamaForCausalLM, "mistral": LlamaForCausalLM, "qwen2": LlamaForCausalLM,
-            "qwen3": Qwen3ForCausalLM}
+            "qwen3": Qwen3ForCausalLM, "qwen3_moe": Qwen3MoeForCausalLM}
 
 
 def build_model(args: ModelArgs) -> nn.Module:
@@ -16,5 +17,5 @@ def build_model(args: ModelArgs) -> nn.Module:
     return _CLASSES[args.family](args)
 
 
-__all__ = ["FAMILIES", "LlamaForCausalLM", "ModelArgs", "Qwen3ForCausalLM", "build_model", "check_model_type",
+__all__ = ["FAMILIES", "LlamaForCausalLM", "ModelArgs", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "build_model", "check_model_type",
            "supported_families"]

@@ -16,6 +16,7 @@ FAMILIES = {
     "mistral": "Mistral",
     "qwen2": "Qwen2, Qwen2.5",
     "qwen3": "Qwen3 dense",
+    "qwen3_moe": "Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B)",
 }
 
 

@@ -57,3 +57,15 @@ def test_chunked_prefill_and_prefix_hits_match_hf(family_model):
     again = llm.generate([PROMPTS[2], PROMPTS[1]], params)  # their full blocks are cached now
     assert again[0].num_cached_tokens >= 32 and again[1].num_cached_tokens >= 16
     assert [o.outputs[0].token_ids for o in again] == [expected[2], expected[1]]
+
+
+def test_triton_kernels_match_hf(family_model, monkeypatch):
+    """The same through the Triton kernels (the fused MoE one included): interpreted on CPU here."""
+    from inference import ops
+
+    path, expected = family_model
+    if not torch.cuda.is_available():
+        monkeypatch.setattr(ops, "TRITON_ON_CPU", True)
+    llm = LLM(model=str(path), progress=False, device="cpu", block_size=8, max_num_batched_tokens=24)
+    outs = llm.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True))
+    assert [o.outputs[0].token_ids for o in outs] == [e[:6] for e in expected]
