@@ -1,6 +1,6 @@
 """Qwen3 dense and Qwen3-MoE: greedy tokens identical to Hugging Face generate (CPU, fp32, small
 random-weight models saved by transformers with a real tokenizer), also under chunked prefill and
-with prefix-cache hits."""
+with prefix-cache hits and preemption."""
 import pytest
 import torch
 from test_hf_parity import hf_greedy
@@ -57,6 +57,19 @@ def test_chunked_prefill_and_prefix_hits_match_hf(family_model):
     again = llm.generate([PROMPTS[2], PROMPTS[1]], params)  # their full blocks are cached now
     assert again[0].num_cached_tokens >= 32 and again[1].num_cached_tokens >= 16
     assert [o.outputs[0].token_ids for o in again] == [expected[2], expected[1]]
+
+
+def test_preemption_matches_hf(family_model):
+    """8 blocks of 8: the prompts are admitted together (1 + 3 + 3 blocks), then grow to 3 + 5 + 5
+    blocks, so the newest are preempted and recomputed."""
+    path, expected = family_model
+    prompts = PROMPTS[:2] + [list(range(300, 320))]
+    expected = expected[:2] + hf_greedy(path, prompts[2:], 20, [])
+    llm = LLM(model=str(path), progress=False, device="cpu", block_size=8, num_kv_blocks=8,
+              enable_prefix_caching=False)
+    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=20, ignore_eos=True))
+    assert llm.engine.scheduler.num_preemptions > 0
+    assert [o.outputs[0].token_ids for o in outs] == expected
 
 
 def test_triton_kernels_match_hf(family_model, monkeypatch):
