@@ -1,14 +1,16 @@
-"""Model families: one Llama-style decoder (llama.py) serves Llama, Mistral and Qwen2; Qwen3 (qwen3.py) and
-Qwen3-MoE (qwen3_moe.py) override the parts they change. `build_model` picks the class for ModelArgs.family."""
+"""Model families: one Llama-style decoder (llama.py) serves Llama, Mistral and Qwen2; Qwen3 (qwen3.py),
+Qwen3-MoE (qwen3_moe.py) and EXAONE 4.0 (exaone4.py) override the parts they change. `build_model`
+picks the class for ModelArgs.family."""
 from torch import nn
 
 from .args import FAMILIES, ModelArgs, check_model_type, supported_families
+from .exaone4 import Exaone4ForCausalLM
 from .llama import LlamaForCausalLM
 from .qwen3 import Qwen3ForCausalLM
 from .qwen3_moe import Qwen3MoeForCausalLM
 
 _CLASSES = {"llama": LlamaForCausalLM, "mistral": LlamaForCausalLM, "qwen2": LlamaForCausalLM,
-            "qwen3": Qwen3ForCausalLM, "qwen3_moe": Qwen3MoeForCausalLM}
+            "qwen3": Qwen3ForCausalLM, "qwen3_moe": Qwen3MoeForCausalLM, "exaone4": Exaone4ForCausalLM}
 
 
 def build_model(args: ModelArgs) -> nn.Module:
@@ -17,5 +19,5 @@ def build_model(args: ModelArgs) -> nn.Module:
     return _CLASSES[args.family](args)
 
 
-__all__ = ["FAMILIES", "LlamaForCausalLM", "ModelArgs", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "build_model", "check_model_type",
-           "supported_families"]
+__all__ = ["FAMILIES", "Exaone4ForCausalLM", "LlamaForCausalLM", "ModelArgs", "Qwen3ForCausalLM",
+           "Qwen3MoeForCausalLM", "build_model", "check_model_type", "supported_families"]

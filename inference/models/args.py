@@ -17,6 +17,7 @@ FAMILIES = {
     "qwen2": "Qwen2, Qwen2.5",
     "qwen3": "Qwen3 dense",
     "qwen3_moe": "Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B)",
+    "exaone4": "EXAONE 4.0 (context capped at its sliding window where it has one)",
 }
 
 
@@ -57,6 +58,7 @@ class ModelArgs:
     moe_intermediate_size: int = 0
     norm_topk_prob: bool = True  # renormalise the top-k routing weights to sum to 1
     moe_layers: tuple[int, ...] = field(default=())  # the layers whose MLP is the experts
+    nope_layers: tuple[int, ...] = field(default=())  # layers without RoPE (EXAONE 4.0's global ones)
 
     @classmethod
     def from_hf_config(cls, cfg: Any) -> "ModelArgs":
@@ -87,15 +89,23 @@ class ModelArgs:
             qkv_bias=model_type == "qwen2" or bool(getattr(cfg, "attention_bias", False)),
             sliding_window=_sliding_window(cfg, model_type),
             family=model_type,
-            qk_norm=model_type in ("qwen3", "qwen3_moe"),
+            qk_norm=model_type in ("qwen3", "qwen3_moe", "exaone4"),
+            nope_layers=_nope_layers(cfg) if model_type == "exaone4" else (),
             **moe,
         )
 
 
+def _nope_layers(cfg: Any) -> tuple[int, ...]:
+    """EXAONE 4.0 with a sliding window: its global ("full_attention") layers use no RoPE."""
+    if not getattr(cfg, "sliding_window", None):
+        return ()
+    return tuple(i for i, t in enumerate(getattr(cfg, "layer_types", None) or []) if t == "full_attention")
+
+
 def _sliding_window(cfg: Any, model_type: str) -> int | None:
-    """The attention window, where the model has one on every layer (Mistral; Qwen3 with
-    use_sliding_window, which the released checkpoints leave off)."""
-    if model_type == "mistral":
+    """The attention window, on every layer (Mistral) or on some (EXAONE 4.0's hybrid models); Qwen3's
+    use_sliding_window, which the released checkpoints leave off, is refused."""
+    if model_type in ("mistral", "exaone4"):
         return getattr(cfg, "sliding_window", None)
     if model_type in ("qwen3", "qwen3_moe") and getattr(cfg, "use_sliding_window", False):
         raise InvalidRequestError(

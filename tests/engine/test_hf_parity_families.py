@@ -1,4 +1,4 @@
-"""Qwen3 dense and Qwen3-MoE: greedy tokens identical to Hugging Face generate (CPU, fp32, small
+"""Qwen3 dense, Qwen3-MoE and EXAONE 4.0: greedy tokens identical to Hugging Face generate (CPU, fp32, small
 random-weight models saved by transformers with a real tokenizer), also under chunked prefill and
 with prefix-cache hits and preemption."""
 import pytest
@@ -13,6 +13,9 @@ FAMILIES = {
     "qwen3_moe": {"head_dim": 16, "num_hidden_layers": 3, "num_experts": 8, "num_experts_per_tok": 2,
                   "moe_intermediate_size": 32, "norm_topk_prob": True, "mlp_only_layers": [1],
                   "decoder_sparse_step": 1},
+    # Hybrid: layers 0-2 slide over 64 tokens with RoPE, layer 3 is global without it; the context is
+    # capped at the window, which the prompts and their 20 new tokens stay inside.
+    "exaone4": {"num_hidden_layers": 4, "sliding_window": 64, "sliding_window_pattern": 4},
 }
 PROMPTS = [list(range(100, 100 + n)) for n in (3, 17, 40)]  # spans several 8-token blocks
 
@@ -82,3 +85,14 @@ def test_triton_kernels_match_hf(family_model, monkeypatch):
     llm = LLM(model=str(path), progress=False, device="cpu", block_size=8, max_num_batched_tokens=24)
     outs = llm.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True))
     assert [o.outputs[0].token_ids for o in outs] == [e[:6] for e in expected]
+
+
+def test_exaone4_hybrid_context_is_capped_at_its_window(tmp_path, tiny_model_factory):
+    """Until the kernels apply windows, a longer prompt is refused rather than attended globally."""
+    from inference.errors import PromptTooLongError
+
+    path = tiny_model_factory(tmp_path / "exaone4", "exaone4", **FAMILIES["exaone4"])
+    llm = LLM(model=str(path), progress=False, device="cpu", block_size=8)
+    assert llm.engine.max_model_len == 64
+    with pytest.raises(PromptTooLongError):
+        llm.generate([list(range(100, 170))], SamplingParams(max_tokens=1))
