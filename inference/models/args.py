@@ -18,6 +18,7 @@ FAMILIES = {
     "qwen3": "Qwen3 dense",
     "qwen3_moe": "Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B)",
     "exaone4": "EXAONE 4.0 (context capped at its sliding window where it has one)",
+    "gemma3_text": "Gemma 3 text (context capped at its sliding window)",
 }
 
 
@@ -59,6 +60,10 @@ class ModelArgs:
     norm_topk_prob: bool = True  # renormalise the top-k routing weights to sum to 1
     moe_layers: tuple[int, ...] = field(default=())  # the layers whose MLP is the experts
     nope_layers: tuple[int, ...] = field(default=())  # layers without RoPE (EXAONE 4.0's global ones)
+    # Gemma 3: its sliding layers rotate by their own base; attention scaled by query_pre_attn_scalar ** -0.5.
+    sliding_layers: tuple[int, ...] = field(default=())
+    local_rope_theta: float | None = None
+    query_pre_attn_scalar: float | None = None
 
     @classmethod
     def from_hf_config(cls, cfg: Any) -> "ModelArgs":
@@ -73,6 +78,9 @@ class ModelArgs:
             scaling = None
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // num_heads
         moe = _moe_fields(cfg) if model_type == "qwen3_moe" else {}
+        gemma = _gemma3_fields(cfg) if model_type == "gemma3_text" else {}
+        if gemma:
+            theta, scaling = gemma.pop("rope_theta"), gemma.pop("rope_scaling")
         return cls(
             vocab_size=cfg.vocab_size,
             hidden_size=cfg.hidden_size,
@@ -91,7 +99,7 @@ class ModelArgs:
             family=model_type,
             qk_norm=model_type in ("qwen3", "qwen3_moe", "exaone4"),
             nope_layers=_nope_layers(cfg) if model_type == "exaone4" else (),
-            **moe,
+            **moe, **gemma,
         )
 
 
@@ -103,9 +111,9 @@ def _nope_layers(cfg: Any) -> tuple[int, ...]:
 
 
 def _sliding_window(cfg: Any, model_type: str) -> int | None:
-    """The attention window, on every layer (Mistral) or on some (EXAONE 4.0's hybrid models); Qwen3's
+    """The attention window, on every layer (Mistral) or on some (EXAONE 4.0, Gemma 3); Qwen3's
     use_sliding_window, which the released checkpoints leave off, is refused."""
-    if model_type in ("mistral", "exaone4"):
+    if model_type in ("mistral", "exaone4", "gemma3_text"):
         return getattr(cfg, "sliding_window", None)
     if model_type in ("qwen3", "qwen3_moe") and getattr(cfg, "use_sliding_window", False):
         raise InvalidRequestError(
@@ -124,3 +132,23 @@ def _moe_fields(cfg: Any) -> dict:
                 moe_intermediate_size=cfg.moe_intermediate_size,
                 norm_topk_prob=bool(getattr(cfg, "norm_topk_prob", True)),
                 moe_layers=layers if cfg.num_experts > 0 else ())
+
+
+def _gemma3_fields(cfg: Any) -> dict:
+    """Gemma 3's per-layer-type RoPE (the global one goes to rope_theta / rope_scaling) and scaling."""
+    for name in ("attn_logit_softcapping", "final_logit_softcapping", "use_bidirectional_attention"):
+        if getattr(cfg, name, None):
+            raise InvalidRequestError(f"gemma3_text with {name} set is not supported", field="model")
+    if getattr(cfg, "hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
+        raise InvalidRequestError(f"gemma3_text with hidden_activation {cfg.hidden_activation!r} is not "
+                                  "supported (gelu_pytorch_tanh is)", field="model")
+    rope = cfg.rope_parameters
+    local = dict(rope["sliding_attention"])
+    if local.get("rope_type", "default") != "default":
+        raise InvalidRequestError("gemma3_text with scaled RoPE in its sliding layers is not supported", field="model")
+    full = dict(rope["full_attention"])
+    theta = full.pop("rope_theta")
+    scaling = full if full.get("rope_type", "default") != "default" else None
+    return dict(rope_theta=float(theta), rope_scaling=scaling, local_rope_theta=float(local["rope_theta"]),
+                sliding_layers=tuple(i for i, t in enumerate(cfg.layer_types) if t == "sliding_attention"),
+                query_pre_attn_scalar=float(cfg.query_pre_attn_scalar))

@@ -1,4 +1,4 @@
-"""Qwen3 dense, Qwen3-MoE and EXAONE 4.0: greedy tokens identical to Hugging Face generate (CPU, fp32, small
+"""Qwen3 dense, Qwen3-MoE, EXAONE 4.0 and Gemma 3: greedy tokens identical to Hugging Face generate (CPU, fp32, small
 random-weight models saved by transformers with a real tokenizer), also under chunked prefill and
 with prefix-cache hits and preemption."""
 import pytest
@@ -16,6 +16,9 @@ FAMILIES = {
     # Hybrid: layers 0-2 slide over 64 tokens with RoPE, layer 3 is global without it; the context is
     # capped at the window, which the prompts and their 20 new tokens stay inside.
     "exaone4": {"num_hidden_layers": 4, "sliding_window": 64, "sliding_window_pattern": 4},
+    # Sliding (RoPE base 1e4) and global (1e6) layers alternating; query_pre_attn_scalar != head_dim.
+    "gemma3_text": {"head_dim": 16, "num_hidden_layers": 4, "sliding_window": 64, "sliding_window_pattern": 2,
+                    "query_pre_attn_scalar": 8, "tie_word_embeddings": True},
 }
 PROMPTS = [list(range(100, 100 + n)) for n in (3, 17, 40)]  # spans several 8-token blocks
 
@@ -87,11 +90,12 @@ def test_triton_kernels_match_hf(family_model, monkeypatch):
     assert [o.outputs[0].token_ids for o in outs] == [e[:6] for e in expected]
 
 
-def test_exaone4_hybrid_context_is_capped_at_its_window(tmp_path, tiny_model_factory):
+@pytest.mark.parametrize("family", ["exaone4", "gemma3_text"])
+def test_hybrid_context_is_capped_at_its_window(tmp_path, tiny_model_factory, family):
     """Until the kernels apply windows, a longer prompt is refused rather than attended globally."""
     from inference.errors import PromptTooLongError
 
-    path = tiny_model_factory(tmp_path / "exaone4", "exaone4", **FAMILIES["exaone4"])
+    path = tiny_model_factory(tmp_path / family, family, **FAMILIES[family])
     llm = LLM(model=str(path), progress=False, device="cpu", block_size=8)
     assert llm.engine.max_model_len == 64
     with pytest.raises(PromptTooLongError):
