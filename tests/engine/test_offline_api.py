@@ -118,7 +118,8 @@ def test_sampling_params_refuse_bad_values():
 
 # --- the constructor ---
 @pytest.mark.parametrize("kwargs", [dict(revision="main"), dict(quantization="awq"), dict(kv_cache_dtype="fp8_e5m2"),
-                                    dict(tokenizer="other/tokenizer"), dict(dtype="int8"), dict(swap_space=4)])
+                                    dict(tokenizer="other/tokenizer"), dict(dtype="int8"), dict(swap_space=4),
+                                    dict(trust_remote_code=True)])
 def test_unsupported_constructor_options_are_value_errors(tiny_llama_path, kwargs):
     with pytest.raises(ValueError) as refused:
         LLM(model=str(tiny_llama_path), progress=False, device="cpu", **kwargs)
@@ -128,5 +129,5 @@ def test_unsupported_constructor_options_are_value_errors(tiny_llama_path, kwarg
 @pytest.mark.parametrize("dtype", ["half", torch.float16, "float", torch.float32])
 def test_dtype_takes_vllm_names_and_torch_dtypes(tiny_llama_path, dtype):
     llm = LLM(model=str(tiny_llama_path), progress=False, device="cpu", dtype=dtype, num_kv_blocks=8,
-              tokenizer=str(tiny_llama_path), trust_remote_code=True, kv_cache_dtype="auto")
+              tokenizer=str(tiny_llama_path), trust_remote_code=False, kv_cache_dtype="auto")
     assert llm.engine.config.dtype == ("float16" if "16" in str(dtype) or dtype == "half" else "float32")

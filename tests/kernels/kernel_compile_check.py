@@ -85,6 +85,10 @@ def _launch_all() -> None:
     kernels.rms_norm(x, x[0], 1e-5)
     kernels.rms_norm(x, x[0], 1e-5, x)
     i64, i32 = torch.int64, torch.int32
+    # Qwen3-30B-A3B's experts (128 of width 768 over 2048, 8 per token): two grouped GEMMs and the activation.
+    tokens = torch.zeros(4, 2048, dtype=bf16)
+    kernels.fused_moe(tokens, torch.zeros(128, 2 * 768, 2048, dtype=bf16), torch.zeros(128, 2048, 768, dtype=bf16),
+                      torch.zeros(4, 8, dtype=bf16), torch.arange(32, dtype=i64).view(4, 8))
     kernels.unpack_step_row(torch.zeros(128 + 3 + 144, dtype=i64), torch.zeros(64, dtype=i64), torch.zeros(64, dtype=i64),
                             torch.zeros(1, dtype=i32), torch.zeros(2, dtype=i32), torch.zeros(144, dtype=i32),
                             torch.zeros(1, dtype=i64), 128, 16)
