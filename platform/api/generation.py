@@ -93,12 +93,7 @@ class EngineRun:
         self.recorder.finish()  # once: the last delta's reason, or "abort"
 
     def usage(self) -> dict:
-        return {
-            "prompt_tokens": self.num_prompt_tokens,
-            "completion_tokens": self.num_output_tokens,
-            "total_tokens": self.num_prompt_tokens + self.num_output_tokens,
-            "prompt_tokens_details": {"cached_tokens": self.num_cached_tokens},
-        }
+        return openai_usage(self.num_prompt_tokens, self.num_output_tokens, self.num_cached_tokens)
 
 
 class RunGroup:
@@ -187,9 +182,14 @@ class RunGroup:
             await run.aclose()
 
     def usage(self) -> dict:
-        return {
-            "prompt_tokens": self.num_prompt_tokens,
-            "completion_tokens": self.num_output_tokens,
-            "total_tokens": self.num_prompt_tokens + self.num_output_tokens,
-            "prompt_tokens_details": {"cached_tokens": self.num_cached_tokens},
-        }
+        return openai_usage(self.num_prompt_tokens, self.num_output_tokens, self.num_cached_tokens)
+
+
+def openai_usage(num_prompt_tokens: int, num_output_tokens: int, num_cached_tokens: int) -> dict:
+    """OpenAI's `usage` object."""
+    return {
+        "prompt_tokens": num_prompt_tokens,
+        "completion_tokens": num_output_tokens,
+        "total_tokens": num_prompt_tokens + num_output_tokens,
+        "prompt_tokens_details": {"cached_tokens": num_cached_tokens},
+    }
