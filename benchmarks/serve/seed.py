@@ -65,11 +65,11 @@ def main() -> None:
     _command("add_member", "bench", USERNAME, create=True, password=spec["password"])
     from django.contrib.auth import get_user_model
 
-    from tenants import services
+    from chat import history
     from tenants.models import Tenant
 
     user, tenant = get_user_model().objects.get(username=USERNAME), Tenant.objects.get(slug="bench")
-    out["conversations"] = [services.create_conversation(tenant, user).pk
+    out["conversations"] = [history.create_conversation(tenant, user).pk
                             for _ in range(spec.get("num_conversations", 0))]
     out["api_key"] = _command("create_api_key", "bench", "servebench").splitlines()[-1]
     out["pinned_api_key"] = _command("create_api_key", "pinned", "servebench probe").splitlines()[-1]

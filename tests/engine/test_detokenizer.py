@@ -45,16 +45,16 @@ def test_korean_prompt_round_trips_through_the_engine(smol):
 
 def test_pinned_system_prefix_is_a_token_prefix_of_every_chat_prompt(smol):
     """What the platform pins (the system turn alone) must be where each chat's tokens start."""
-    from types import SimpleNamespace
+    tok = smol.tokenizer
 
-    from inference import AsyncLLM
+    def encode(messages, add_generation_prompt):
+        text = tok.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=False)
+        return tok.encode(text, add_special_tokens=False)
 
-    client = SimpleNamespace(tokenizer=smol.tokenizer)
-    client.encode_chat = lambda m, add_generation_prompt=True: AsyncLLM.encode_chat(client, m, add_generation_prompt)
     system = "당신은 파고다 주식회사의 사내 비서입니다. Answer briefly and cite the policy."
-    prefix = AsyncLLM.encode_system_prefix(client, system)
+    prefix = encode([{"role": "system", "content": system}], False)  # what AsyncLLM.encode_system_prefix pins
     for history in ([{"role": "user", "content": "ㅎㅇ? 넌 누구야?"}],
                     [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
                      {"role": "user", "content": "What is our leave policy?"}]):
-        ids = client.encode_chat([{"role": "system", "content": system}] + history)
+        ids = encode([{"role": "system", "content": system}] + history, True)
         assert ids[:len(prefix)] == prefix and len(ids) > len(prefix)

@@ -67,7 +67,11 @@ def test_fp8_engine_runs_the_per_channel_dequantized_model(tmp_path, tiny):
     save_file(state, str(twin / "model.safetensors"))
     _, twin_tokens, twin_logprobs = _greedy(twin)
     assert tokens == twin_tokens
-    assert logprobs == twin_logprobs  # merged q/k/v and gate/up rows keep their per-row scales: bit for bit
+    # Merged q/k/v and gate/up rows keep their per-row scales: the same weights, so the same logprobs up to
+    # the order of float sums (the twin's fp32 projections may run from oneDNN-packed weights on the CPU).
+    for per_token, twin_per_token in zip(logprobs, twin_logprobs, strict=True):
+        for step, twin_step in zip(per_token, twin_per_token, strict=True):
+            assert step.keys() == twin_step.keys() and all(abs(step[t] - twin_step[t]) < 1e-4 for t in step)
 
 
 @pytest.mark.parametrize("method", ["awq", "gptq", "bitsandbytes", "FP8", "int8"])
