@@ -25,6 +25,12 @@ def page_strings(max_chars: int) -> dict[str, str]:
         "reconnecting": _("Connection lost; reconnecting…"),
         "usage": _("{prompt} prompt · {completion} reply · {cached} cached tokens"),
         "counter": _("{count} / {max} characters"),
+        "too_long": _("This message has {count} characters; a message holds at most {max}. Shorten it."),
+        "paste_too_long": _("Not pasted: the message would have {count} characters, more than the {max} allowed. "
+                            "Paste a shorter part."),
+        "cut_by_length": _("Cut at the length limit"),
+        "continue": _("Continue"),
+        "continue_prompt": _("Continue exactly where your last reply stopped."),
         "closed_4401": _("Your session has ended. Log in again."),
         "closed_4403": _("This conversation belongs to someone else."),
         "closed_4404": _("This conversation no longer exists."),

@@ -15,9 +15,8 @@
   if (!config.wsPath) return; // the welcome page: no conversation open
 
   const scroller = $("#messages");
-  const view = window.PagodaThread.create({
-    thread: scroller.querySelector(".thread"), strings: T, conversationId: config.conversationId,
-  });
+  const thread = scroller.querySelector(".thread");
+  const view = window.PagodaThread.create({ thread: thread, strings: T, conversationId: config.conversationId });
   const form = $("#composer");
   const input = $("#input");
   const sendButton = $("#send");
@@ -63,12 +62,19 @@
     const busy = turn !== null;
     sendButton.hidden = busy;
     stopButton.hidden = !busy;
-    sendButton.disabled = !open || !input.value.trim();
+    const count = input.value.length;
+    const over = count > config.maxChars;
+    sendButton.disabled = !open || !input.value.trim() || over;
     regenerateButton.hidden = busy || !view.lastOf(".msg-user");
     regenerateButton.disabled = !open;
-    const count = input.value.length;
     counter.textContent = count > config.maxChars * 0.8
       ? T.counter.replace("{count}", count.toLocaleString()).replace("{max}", config.maxChars.toLocaleString()) : "";
+    counter.classList.toggle("over", over);
+    thread.querySelectorAll(".continue").forEach((button) => { button.disabled = !open || busy; });
+  }
+
+  function limitText(template, count) {
+    return template.replace("{count}", count.toLocaleString()).replace("{max}", config.maxChars.toLocaleString());
   }
 
   function showNotice(text) {
@@ -89,6 +95,7 @@
   // --- a turn -----------------------------------------------------------------------------------------
   function beginTurn(userText) {
     showNotice("");
+    thread.querySelectorAll(".continue").forEach((button) => button.remove()); // only the newest reply continues
     const replaced = userText === null ? lastReplyAfterLastUser() : null;
     let user = null;
     if (userText !== null) {
@@ -167,7 +174,7 @@
       case "done":
         if (!turn) return;
         view.renderMarkdown(turn.body, turn.raw);
-        view.setBadge(turn.reply, frame.status);
+        view.setBadge(turn.reply, frame.status, undefined, frame.finish_reason);
         view.setUsage(turn.reply, frame.usage);
         endTurn();
         break;
@@ -232,6 +239,7 @@
     event.preventDefault();
     const text = input.value;
     if (!text.trim() || turn) return;
+    if (text.length > config.maxChars) { showNotice(limitText(T.too_long, text.length)); return; }
     if (!send({ type: "user_message", content: text, profile: profile() })) return;
     input.value = "";
     autosize();
@@ -246,6 +254,22 @@
     }
   });
   input.addEventListener("input", () => { autosize(); updateControls(); });
+
+  // A paste that would take the message over the limit is refused whole and said so, never cut.
+  input.addEventListener("paste", (event) => {
+    const pasted = (event.clipboardData || window.clipboardData).getData("text");
+    const selected = input.selectionEnd - input.selectionStart;
+    const total = input.value.length - selected + pasted.length;
+    if (total <= config.maxChars) return;
+    event.preventDefault();
+    showNotice(limitText(T.paste_too_long, total));
+  });
+
+  // "Continue" under a reply cut by the token limit asks the model for the rest, as a new turn.
+  thread.addEventListener("click", (event) => {
+    if (!event.target.closest(".continue") || turn) return;
+    if (send({ type: "user_message", content: T.continue_prompt, profile: profile() })) beginTurn(T.continue_prompt);
+  });
 
   stopButton.addEventListener("click", () => { send({ type: "stop" }); });
 

@@ -29,8 +29,22 @@
     return Promise.resolve();
   }
 
+  // Phones: the menu button opens the sidebar as a drawer; the backdrop, Escape or a link closes it.
+  function installDrawer() {
+    const buttons = document.querySelectorAll(".menu-button");
+    const setOpen = (open) => {
+      document.body.classList.toggle("sidebar-open", open);
+      buttons.forEach((b) => b.setAttribute("aria-expanded", String(open)));
+    };
+    buttons.forEach((b) => b.addEventListener("click", () => setOpen(!document.body.classList.contains("sidebar-open"))));
+    const backdrop = document.getElementById("sidebar-backdrop");
+    if (backdrop) backdrop.addEventListener("click", () => setOpen(false));
+    document.addEventListener("keydown", (event) => { if (event.key === "Escape") setOpen(false); });
+  }
+
   // Page-wide: every delete form asks first, every code block's button copies its code.
   function installPageBehaviour(T) {
+    installDrawer();
     document.querySelectorAll("form[data-confirm]").forEach(confirmBeforeSubmit);
     document.addEventListener("click", (event) => {
       const button = event.target.closest(".copy-code");
@@ -60,10 +74,27 @@
         .replace("{completion}", usage.completion_tokens).replace("{cached}", usage.cached_tokens);
     }
 
-    function setBadge(article, status, errorText) {
+    // A reply cut by the token limit: a badge, and (on the newest reply) a button that asks for the rest.
+    function setLengthCut(article, cut) {
       const meta = article.querySelector(".msg-meta");
-      meta.querySelectorAll(".badge, .msg-error").forEach((el) => el.remove());
+      meta.querySelectorAll(".badge.length, .continue").forEach((el) => el.remove());
+      if (!cut) return;
+      const badge = document.createElement("span");
+      badge.className = "badge length";
+      badge.textContent = T.cut_by_length;
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "secondary continue";
+      button.textContent = T.continue;
+      meta.prepend(badge, button);
+    }
+
+    function setBadge(article, status, errorText, finishReason) {
+      const meta = article.querySelector(".msg-meta");
+      meta.querySelectorAll(".badge, .msg-error, .continue").forEach((el) => el.remove());
       article.dataset.status = status;
+      article.dataset.finishReason = finishReason || "";
+      if (status === "complete" && finishReason === "length") setLengthCut(article, true);
       if (status !== "stopped" && status !== "error") return;
       const badge = document.createElement("span");
       badge.className = "badge " + status;
@@ -155,6 +186,7 @@
     thread.querySelectorAll(".msg-assistant").forEach((article) => {
       const body = article.querySelector(".msg-body");
       renderMarkdown(body, body.textContent);
+      if (article.dataset.status === "complete" && article.dataset.finishReason === "length") setLengthCut(article, true);
       setUsage(article, {
         prompt_tokens: article.dataset.promptTokens, completion_tokens: article.dataset.completionTokens,
         cached_tokens: article.dataset.cachedTokens,
