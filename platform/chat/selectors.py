@@ -86,13 +86,14 @@ def prompt_turns(thread_messages: list[Message]) -> list[dict]:
 
 
 def sidebar(user, tenants: QuerySet) -> list[Conversation]:
-    """The user's conversations in `tenants` with at least one message, newest first (tenant preloaded)."""
+    """The user's conversations in `tenants` with at least one message: pinned ones first, then newest
+    first (tenant preloaded)."""
     return list(
         Conversation.objects.filter(user=user, tenant__in=tenants)
         .annotate(num_messages=Count("messages"))
         .filter(num_messages__gt=0)
         .select_related("tenant")
-        .order_by("-updated_at", "-id")[:200]
+        .order_by("-is_pinned", "-updated_at", "-id")[:200]
     )
 
 

@@ -77,3 +77,16 @@ def test_a_length_cut_reply_is_marked_on_the_page(client, member, conversation):
     client.force_login(member)
     html = client.get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
     assert 'data-finish-reason="length"' in html
+
+
+def test_new_controls_are_translated_to_korean(client, member, conversation):
+    from chat import history
+
+    history.add_user_message(conversation, "안녕")
+    client.force_login(member)
+    client.cookies["django_language"] = "ko"
+    response = client.get(reverse("chat:conversation", args=[conversation.pk]), HTTP_ACCEPT_LANGUAGE="ko")
+    html = response.content.decode()
+    assert "대화 검색" in html and "이름 바꾸기" in html and "어두운 화면" in html
+    strings = response.context["chat_config"]["strings"]
+    assert strings["continue"] == "계속" and strings["cut_by_length"] == "길이 제한으로 잘림"

@@ -42,9 +42,106 @@
     document.addEventListener("keydown", (event) => { if (event.key === "Escape") setOpen(false); });
   }
 
+  function csrfToken() {
+    const field = document.querySelector("[name=csrfmiddlewaretoken]");
+    return field ? field.value : "";
+  }
+
+  function postForm(url, fields) {
+    const body = new URLSearchParams(fields);
+    return fetch(url, {
+      method: "POST", body: body, credentials: "same-origin",
+      headers: { "Accept": "application/json", "X-CSRFToken": csrfToken() },
+    }).then((response) => response.json().then((data) => ({ ok: response.ok, data: data })));
+  }
+
+  // The sidebar's rename button: ask for the title, save it, show it here and in the page's heading.
+  function installRename(T) {
+    document.addEventListener("click", (event) => {
+      const button = event.target.closest("button.rename");
+      if (!button) return;
+      const item = button.closest("li");
+      const shown = item.querySelector(".conv-title");
+      const title = window.prompt(T.rename_prompt, shown.textContent);
+      if (title === null || title.trim() === shown.textContent) return;
+      postForm(button.dataset.url, { title: title }).then((result) => {
+        if (!result.ok) { window.alert(result.data.error.message); return; }
+        shown.textContent = result.data.title;
+        item.querySelector("a").title = result.data.title;
+        const heading = document.getElementById("chat-title");
+        if (heading && item.classList.contains("active")) {
+          heading.textContent = result.data.title;
+          document.title = result.data.title + " · Pagoda";
+        }
+      });
+    });
+  }
+
+  // The sidebar's search box: results replace the list while it holds text (Escape clears it).
+  function installSearch(T) {
+    const box = document.getElementById("conversation-search");
+    if (!box) return;
+    const list = document.getElementById("conversation-list");
+    const results = document.getElementById("search-results");
+    let timer = null;
+    let asked = "";
+    const show = (query, items) => {
+      if (query !== asked) return; // an older answer arriving late
+      results.replaceChildren();
+      items.forEach((item) => {
+        const li = document.createElement("li");
+        li.className = "result";
+        const link = document.createElement("a");
+        link.href = item.url;
+        link.textContent = item.title || T.untitled;
+        li.append(link);
+        if (item.snippet) {
+          const snippet = document.createElement("span");
+          snippet.className = "snippet";
+          snippet.textContent = item.snippet;
+          li.append(snippet);
+        }
+        results.append(li);
+      });
+      if (!items.length) {
+        const none = document.createElement("li");
+        none.className = "none";
+        none.textContent = T.search_none;
+        results.append(none);
+      }
+      results.hidden = false;
+      list.hidden = true;
+    };
+    const run = () => {
+      const query = box.value.trim();
+      asked = query;
+      if (!query) { results.hidden = true; list.hidden = false; return; }
+      fetch(box.form.action + "?q=" + encodeURIComponent(query), {
+        headers: { "Accept": "application/json" }, credentials: "same-origin",
+      }).then((response) => response.json()).then((data) => {
+        if (data.error) { asked = query; show(query, []); return; }
+        show(query, data.results);
+      });
+    };
+    box.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(run, 200); });
+    box.form.addEventListener("submit", (event) => { event.preventDefault(); clearTimeout(timer); run(); });
+    box.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") { box.value = ""; run(); }
+    });
+    document.addEventListener("keydown", (event) => {
+      if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "k") {
+        event.preventDefault();
+        document.body.classList.add("sidebar-open"); // on a phone the box is in the drawer
+        box.focus();
+      }
+    });
+  }
+
   // Page-wide: every delete form asks first, every code block's button copies its code.
   function installPageBehaviour(T) {
     installDrawer();
+    installRename(T);
+    installSearch(T);
     document.querySelectorAll("form[data-confirm]").forEach(confirmBeforeSubmit);
     document.addEventListener("click", (event) => {
       const button = event.target.closest(".copy-code");
@@ -152,7 +249,7 @@
       token.value = document.querySelector("#new-chat [name=csrfmiddlewaretoken]").value;
       const button = document.createElement("button");
       button.type = "submit";
-      button.className = "icon";
+      button.className = "icon delete";
       button.title = T.delete;
       button.setAttribute("aria-label", T.delete);
       button.textContent = "\u00d7";
@@ -171,14 +268,19 @@
         item.dataset.id = options.conversationId;
         const link = document.createElement("a");
         link.href = location.pathname;
-        item.append(link, deleteForm());
+        const title = document.createElement("span");
+        title.className = "conv-title";
+        link.append(title);
+        const actions = document.createElement("span");
+        actions.className = "item-actions";
+        actions.append(deleteForm());
+        item.append(link, actions);
         list.prepend(item);
       }
       list.querySelectorAll("li.active").forEach((el) => el.classList.remove("active"));
       item.classList.add("active");
       const link = item.querySelector("a");
-      if (link.firstChild && link.firstChild.nodeType === Node.TEXT_NODE) link.firstChild.textContent = title;
-      else link.prepend(title);
+      link.querySelector(".conv-title").textContent = title;
       link.title = title;
     }
 
