@@ -95,7 +95,8 @@
   // --- a turn -----------------------------------------------------------------------------------------
   function beginTurn(userText) {
     showNotice("");
-    thread.querySelectorAll(".continue").forEach((button) => button.remove()); // only the newest reply continues
+    const continues = Array.from(thread.querySelectorAll(".continue")); // only the newest reply continues
+    continues.forEach((button) => { button.hidden = true; });
     const replaced = userText === null ? lastReplyAfterLastUser() : null;
     let user = null;
     if (userText !== null) {
@@ -109,7 +110,8 @@
     const body = reply.querySelector(".msg-body");
     body.innerHTML = '<span class="typing" aria-label=""><i></i><i></i><i></i></span>';
     body.firstChild.setAttribute("aria-label", T.generating);
-    turn = { reply: reply, body: body, raw: "", user: user, replaced: replaced, userText: userText, started: false };
+    turn = { reply: reply, body: body, raw: "", user: user, replaced: replaced, userText: userText, started: false,
+             continues: continues };
     scrollToBottom();
     updateControls();
   }
@@ -123,6 +125,8 @@
     if (turn) {
       turn.reply.classList.remove("streaming");
       if (turn.replaced && turn.started) turn.replaced.remove();
+      if (turn.started) turn.continues.forEach((button) => button.remove());
+      else turn.continues.forEach((button) => { button.hidden = false; });
     }
     turn = null;
     updateControls();
@@ -134,6 +138,7 @@
     turn.reply.remove();
     if (turn.user) turn.user.remove();
     if (turn.replaced) turn.replaced.hidden = false;
+    turn.continues.forEach((button) => { button.hidden = false; });
     if (turn.userText !== null && !input.value) { input.value = turn.userText; autosize(); }
     view.refreshEmptyHint();
     turn = null;
