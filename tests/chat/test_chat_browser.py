@@ -228,7 +228,7 @@ def test_chat_in_a_real_browser(chat_server, page, tmp_path):
     page.on("dialog", lambda dialog: dialog.accept())
     older = page.locator("#conversation-list li", has_text="How do I list files")
     older.hover()
-    older.locator("button.icon").click()
+    older.locator("button.icon.delete").click()
     page.wait_for_load_state()
     expect(page.locator("#conversation-list li")).to_have_count(1)
     expect(page.locator("#conversation-list li")).to_contain_text("Hello! 안녕하세요.")

@@ -13,6 +13,12 @@ from browser_testing import DESKTOP, PHONE, browser_page, keep_screenshot, log_i
 PASSWORD = "ui-pass-5531"
 USERS = ("desk_en", "desk_ko", "phone_en", "phone_ko")
 CUT_REPLY = "A pagoda is a tiered tower with multiple eaves, common in"
+RICH_REPLY = (
+    "| Tool | 용도 | Stars |\n|:--|:--|--:|\n| **ruff** | lint | 30,000 |\n| pytest | 테스트 | 12,000 |\n\n"
+    "> **Note**\n> - quoted list\n\n"
+    "```python\ndef greet(name: str) -> str:\n    return f\"Hello, {name}\"  # a comment\n```\n\n"
+    "Still streaming:\n```sql\nSELECT id FROM users"
+)
 SEED = f"""
 from django.contrib.auth import get_user_model
 from chat import history
@@ -33,6 +39,7 @@ for name in {USERS!r}:
     services.add_member(tenant, user, role=Membership.Role.ADMIN)
     for i in range(30):
         chat(history.create_conversation(tenant, user), f"Old question {{i:02d}}", f"Old answer {{i:02d}}")
+    chat(history.create_conversation(tenant, user), "Markdown sample", {RICH_REPLY!r})
     chat(history.create_conversation(tenant, user), "How do I make kimchi?", "Salt the napa cabbage overnight.")
     chat(history.create_conversation(tenant, user), "What is a pagoda?", {CUT_REPLY!r}, finish_reason="length")
 """
@@ -185,3 +192,35 @@ def test_dark_mode_follows_the_operating_system(ui_server):
         log_in(page, ui_server, "desk_en", PASSWORD)
         assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(13, 17, 23)"
         assert page.evaluate("document.querySelector('#theme-toggle').getAttribute('aria-pressed')") == "true"
+
+
+@pytest.mark.parametrize(("viewport", "lang", "scheme"), [(DESKTOP, "en", "light"), (PHONE, "ko", "dark")],
+                         ids=["desktop-en-light", "phone-ko-dark"])
+def test_rich_replies_render(ui_server, tmp_path, viewport, lang, scheme):
+    from playwright.sync_api import expect
+
+    name = f"chat-markdown-{'desktop' if viewport is DESKTOP else 'phone'}-{lang}-{scheme}.png"
+    with browser_page(viewport, locale="ko-KR" if lang == "ko" else "en-US", color_scheme=scheme,
+                      timeout_ms=20_000) as page:
+        page.context.add_cookies([{"name": "django_language", "value": lang, "url": ui_server}])
+        log_in(page, ui_server, "desk_en", PASSWORD)
+        page.goto(ui_server + page.locator("#conversation-list li", has_text="Markdown sample").locator("a").first.get_attribute("href"))
+        body = page.locator(".msg-assistant .msg-body")
+        expect(body.locator("table th")).to_have_count(3)
+        expect(body.locator("table td.align-right").first).to_have_text("30,000")
+        expect(body.locator("table strong")).to_have_text("ruff")
+        expect(body.locator("blockquote li")).to_have_text("quoted list")
+        python = body.locator("code.language-python")
+        expect(python.locator(".hljs-keyword").first).to_have_text("def")  # highlight.js, served from /static/
+        expect(python.locator(".hljs-comment")).to_have_text("# a comment")
+        assert "Hello, {name}" in python.text_content()
+        still_open = body.locator(".code-block.open code.language-sql")
+        expect(still_open).to_have_text("SELECT id FROM users")  # an unclosed fence is code, not prose
+        assert still_open.locator("span").count() == 0  # and waits for its fence before it is coloured
+        color = page.evaluate("getComputedStyle(document.querySelector('.hljs-keyword')).color")
+        assert color == ("rgb(255, 123, 114)" if scheme == "dark" else "rgb(207, 34, 46)")
+        if viewport is PHONE:  # a wide table scrolls inside its frame, the page does not
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        page.screenshot(path=tmp_path / name)
+        keep_screenshot(tmp_path / name)
+        assert page.errors == []

@@ -155,6 +155,31 @@
     });
   }
 
+  const AUTO_DETECT_MAX_CHARS = 20000; // guessing the language of a huge block costs more than it gives
+  const AUTO_DETECT_MIN_RELEVANCE = 5; // below this highlight.js is guessing
+
+  // Colour the code blocks of a rendered reply with highlight.js (vendored; absent: left plain). Its output
+  // escapes the code, which it reads back from textContent. A block whose fence is still open (the reply
+  // streams) waits until it closes, so the colours do not jump while it grows.
+  function highlight(body) {
+    const hljs = window.hljs;
+    if (!hljs) return;
+    body.querySelectorAll(".code-block:not(.open) pre code").forEach((code) => {
+      const text = code.textContent;
+      const named = (code.className.match(/(?:^|\s)language-([A-Za-z0-9_#+.-]+)/) || [])[1];
+      let result = null;
+      if (named && hljs.getLanguage(named)) {
+        result = hljs.highlight(text, { language: named, ignoreIllegals: true });
+      } else if (!named && text.length <= AUTO_DETECT_MAX_CHARS) {
+        const guess = hljs.highlightAuto(text);
+        if (guess.relevance >= AUTO_DETECT_MIN_RELEVANCE) result = guess;
+      }
+      if (result === null) return;
+      code.innerHTML = result.value;
+      code.classList.add("hljs");
+    });
+  }
+
   function create(options) {
     const T = options.strings;
     const thread = options.thread;
@@ -162,6 +187,7 @@
 
     function renderMarkdown(body, raw) {
       body.innerHTML = window.PagodaMarkdown.render(raw, { copyLabel: T.copy });
+      highlight(body);
     }
 
     function setUsage(article, usage) {
