@@ -224,6 +224,22 @@ def test_chat_in_a_real_browser(chat_server, page, tmp_path):
     expect(page.locator(".msg-assistant")).to_have_count(2)
     expect(page.locator(".msg-assistant .badge.stopped")).to_have_count(0)
 
+    # The quick profile stops at 24 tokens: a reply cut there gets a badge and a Continue button that asks
+    # for the rest as a new turn; a reply that ended by itself gets neither.
+    expect(page.locator(".msg-assistant")).to_have_count(2)
+    last = page.locator(".msg-assistant").nth(1)
+    if last.get_attribute("data-finish-reason") == "length":
+        expect(last.locator(".badge.length")).to_have_text("길이 제한으로 잘림")  # the page is in Korean by now
+        last.locator("button.continue").click()
+        expect(page.locator(".msg-user .msg-body").last).to_have_text("마지막 답변이 끊긴 곳에서 그대로 이어서 써 주세요.")
+        expect(page.locator(".msg-assistant")).to_have_count(3)
+        expect(page.locator(".msg-assistant").last).to_have_attribute("data-status", "complete")
+        expect(last.locator("button.continue")).to_have_count(0)  # only the newest reply offers it
+        expect(last.locator(".badge.length")).to_have_count(1)  # the badge stays
+    else:
+        expect(last.locator(".badge.length")).to_have_count(0)
+        expect(last.locator("button.continue")).to_have_count(0)
+
     # Delete the older conversation from the sidebar (after the confirm dialog).
     page.on("dialog", lambda dialog: dialog.accept())
     older = page.locator("#conversation-list li", has_text="How do I list files")
