@@ -41,7 +41,9 @@ for name in {USERS!r}:
         chat(history.create_conversation(tenant, user), f"Old question {{i:02d}}", f"Old answer {{i:02d}}")
     chat(history.create_conversation(tenant, user), "Markdown sample", {RICH_REPLY!r})
     chat(history.create_conversation(tenant, user), "How do I make kimchi?", "Salt the napa cabbage overnight.")
-    chat(history.create_conversation(tenant, user), "What is a pagoda?", {CUT_REPLY!r}, finish_reason="length")
+    cut = history.create_conversation(tenant, user)
+    chat(cut, "What is a pagoda?", {CUT_REPLY!r}, finish_reason="length")
+    chat(cut, "And a stupa?", {CUT_REPLY!r}, finish_reason="length")
 """
 
 CASES = [("desk_en", DESKTOP, "en"), ("desk_ko", DESKTOP, "ko"), ("phone_en", PHONE, "en"), ("phone_ko", PHONE, "ko")]
@@ -88,6 +90,9 @@ def test_chat_controls(ui_server, tmp_path, user, viewport, lang):
         reply = page.locator(".msg-assistant").last
         expect(reply.locator(".badge.length")).to_have_text(T["cut"])
         expect(reply.locator("button.continue")).to_have_text(T["continue"])
+        earlier = page.locator(".msg-assistant").first  # cut too, but only the newest reply continues
+        expect(earlier.locator(".badge.length")).to_have_text(T["cut"])
+        expect(earlier.locator("button.continue")).to_have_count(0)
         expect(page.locator("#status")).to_have_attribute("data-state", "connected")
         reply.locator("button.continue").click()
         expect(page.locator("#notice")).to_be_visible()

@@ -88,18 +88,19 @@
     }
 
     // A reply cut by the token limit: a badge, and (on the newest reply) a button that asks for the rest.
-    function setLengthCut(article, cut) {
+    function setLengthCut(article, offerContinue) {
       const meta = article.querySelector(".msg-meta");
       meta.querySelectorAll(".badge.length, .continue").forEach((el) => el.remove());
-      if (!cut) return;
       const badge = document.createElement("span");
       badge.className = "badge length";
       badge.textContent = T.cut_by_length;
+      meta.prepend(badge);
+      if (!offerContinue) return;
       const button = document.createElement("button");
       button.type = "button";
       button.className = "secondary continue";
       button.textContent = T.continue;
-      meta.prepend(badge, button);
+      badge.after(button);
     }
 
     function setBadge(article, status, errorText, finishReason) {
@@ -204,7 +205,9 @@
     thread.querySelectorAll(".msg-assistant").forEach((article) => {
       const body = article.querySelector(".msg-body");
       renderMarkdown(body, body.textContent);
-      if (article.dataset.status === "complete" && article.dataset.finishReason === "length") setLengthCut(article, true);
+      if (article.dataset.status === "complete" && article.dataset.finishReason === "length") {
+        setLengthCut(article, article === lastOf(".msg")); // only the newest reply continues
+      }
       setUsage(article, {
         prompt_tokens: article.dataset.promptTokens, completion_tokens: article.dataset.completionTokens,
         cached_tokens: article.dataset.cachedTokens,
