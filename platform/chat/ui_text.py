@@ -19,6 +19,8 @@ def page_strings(max_chars: int) -> dict[str, str]:
         "rename_prompt": _("New title of this conversation:"),
         "search_none": _("Nothing found."),
         "untitled": _("Untitled"),
+        "previous_version": _("Previous version"),
+        "next_version": _("Next version"),
         "copied": _("Copied"),
         "stopped": _("Stopped"),
         "error": _("Error"),

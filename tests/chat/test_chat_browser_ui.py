@@ -39,6 +39,11 @@ for name in {USERS!r}:
     services.add_member(tenant, user, role=Membership.Role.ADMIN)
     for i in range(30):
         chat(history.create_conversation(tenant, user), f"Old question {{i:02d}}", f"Old answer {{i:02d}}")
+    versions = history.create_conversation(tenant, user)
+    chat(versions, "Versions sample", "First answer")
+    for text in ("Second answer", "Third answer"):  # regenerated twice
+        reply = history.create_pending_reply(versions, profile=None, system_prompt=None)
+        history.finish_reply(reply, content=text, status=Message.Status.COMPLETE, finish_reason="stop")
     chat(history.create_conversation(tenant, user), "Markdown sample", {RICH_REPLY!r})
     chat(history.create_conversation(tenant, user), "How do I make kimchi?", "Salt the napa cabbage overnight.")
     cut = history.create_conversation(tenant, user)
@@ -230,4 +235,28 @@ def test_rich_replies_render(ui_server, tmp_path, viewport, lang, scheme):
             assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         page.screenshot(path=tmp_path / name)
         keep_screenshot(tmp_path / name)
+        assert page.errors == []
+
+
+def test_regenerated_replies_keep_every_version(ui_server):
+    from playwright.sync_api import expect
+
+    with browser_page(PHONE, locale="ko-KR", timeout_ms=20_000) as page:
+        page.context.add_cookies([{"name": "django_language", "value": "ko", "url": ui_server}])
+        log_in(page, ui_server, "phone_ko", PASSWORD)
+        page.goto(ui_server + page.locator("#conversation-list li", has_text="Versions sample").locator("a").first.get_attribute("href"))
+        shown = page.locator(".msg-assistant:not([hidden])")
+        expect(shown).to_have_count(1)
+        expect(shown.locator(".msg-body")).to_have_text("Third answer")  # the newest first
+        expect(shown.locator(".version-label")).to_have_text("3 / 3")
+        expect(shown.locator(".version-next")).to_be_disabled()
+        shown.locator(".version-prev").click()
+        expect(shown.locator(".msg-body")).to_have_text("Second answer")
+        shown.locator(".version-prev").click()
+        expect(shown.locator(".msg-body")).to_have_text("First answer")
+        expect(shown.locator(".version-label")).to_have_text("1 / 3")
+        expect(shown.locator(".version-prev")).to_be_disabled()
+        expect(shown.locator(".version-prev")).to_have_attribute("aria-label", "이전 버전")
+        shown.locator(".version-next").click()
+        expect(shown.locator(".msg-body")).to_have_text("Second answer")
         assert page.errors == []

@@ -124,11 +124,12 @@
   function endTurn() {
     if (turn) {
       turn.reply.classList.remove("streaming");
-      if (turn.replaced && turn.started) turn.replaced.remove();
+      if (turn.replaced && turn.started) turn.replaced.dataset.earlierVersion = "true"; // kept, hidden: ‹ i / n ›
       if (turn.started) turn.continues.forEach((button) => button.remove());
       else turn.continues.forEach((button) => { button.hidden = false; });
     }
     turn = null;
+    view.refreshVersions();
     updateControls();
   }
 
