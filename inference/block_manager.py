@@ -55,6 +55,7 @@ class BlockManager:
         self._pins_by_tenant: dict[str | None, dict[str, Pin]] = {}
         self.num_queried_tokens = 0  # prompt tokens looked up in the prefix cache
         self.num_hit_tokens = 0  # of which served from it
+        self._queries_by_tenant: dict[str | None, list[int]] = {}  # tenant -> [queried, hit] tokens
 
     # -- hashing ------------------------------------------------------------------------------
     def _extend_hashes(self, seq: Sequence, num_tokens: int) -> Pin | None:
@@ -127,9 +128,13 @@ class BlockManager:
         seq.num_committed_blocks = len(hit_ids)
         return seq.num_computed_tokens
 
-    def record_query(self, num_prompt_tokens: int, num_hit_tokens: int) -> None:
+    def record_query(self, num_prompt_tokens: int, num_hit_tokens: int, tenant: str | None = None) -> None:
+        """Count one admitted request's prompt lookup, in the totals and in its tenant's row."""
         self.num_queried_tokens += num_prompt_tokens
         self.num_hit_tokens += num_hit_tokens
+        row = self._queries_by_tenant.setdefault(tenant, [0, 0])
+        row[0] += num_prompt_tokens
+        row[1] += num_hit_tokens
 
     def allocate(self, seq: Sequence, num_new_tokens: int) -> bool:
         """Give `seq` the blocks for `num_new_tokens` more tokens. False (and no change) if none left."""
@@ -233,4 +238,6 @@ class BlockManager:
             row(self.pool.owner[block_id])["num_blocks_cached"] += 1
         for b in self._pinned_refs:
             row(self.pool.owner[b])["num_blocks_pinned"] += 1
+        for t, (queried, hit) in self._queries_by_tenant.items():
+            row(t).update(prefix_cache_queries=queried, prefix_cache_hits=hit)
         return stats

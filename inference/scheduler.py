@@ -186,7 +186,7 @@ class Scheduler:
                 break  # out of blocks: admit nothing more this step
             if not seq.admitted_once:
                 seq.num_cached_tokens = min(seq.num_computed_tokens, seq.num_prompt_tokens)
-                bm.record_query(seq.num_prompt_tokens, seq.num_cached_tokens)
+                bm.record_query(seq.num_prompt_tokens, seq.num_cached_tokens, seq.tenant)
             bm.allocate(seq, n)
             self.deficit[tenant] -= cost
             self._pop_waiting(tenant)

@@ -74,6 +74,26 @@ def finish_reply(
     return message
 
 
+def rename_conversation(conversation: Conversation, title: str) -> str:
+    """Give the conversation `title` (whitespace collapsed); returns it. ValidationError when it is empty
+    or longer than the column. Its place in the sidebar stays: renaming is not activity."""
+    title = " ".join(str(title).split())
+    if not title:
+        raise ValidationError({"title": "The title is empty."})
+    max_chars = Conversation._meta.get_field("title").max_length
+    if len(title) > max_chars:
+        raise ValidationError({"title": f"A title holds at most {max_chars} characters (this one has {len(title)})."})
+    Conversation.objects.filter(pk=conversation.pk).update(title=title)  # update(): updated_at stays
+    conversation.title = title
+    return title
+
+
+def set_pinned(conversation: Conversation, pinned: bool) -> None:
+    """Pin the conversation to the top of its owner's sidebar, or unpin it (its place otherwise stays)."""
+    Conversation.objects.filter(pk=conversation.pk).update(is_pinned=pinned)
+    conversation.is_pinned = pinned
+
+
 def delete_conversation(conversation: Conversation, user) -> None:
     """Delete a conversation of `user` (and its messages). Raises PermissionDenied for anyone else's."""
     if conversation.user_id != user.pk:

@@ -12,6 +12,7 @@ class Conversation(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)
     profile = models.ForeignKey(SamplingProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    is_pinned = models.BooleanField(default=False, help_text="Shown at the top of its owner's sidebar.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

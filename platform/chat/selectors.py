@@ -44,12 +44,18 @@ def conversation_for_socket(user, conversation_id: int) -> Conversation:
 
 
 def visible_thread(messages: list[Message]) -> list[Message]:
-    """The messages shown in order: every user message, and only the newest reply after each one."""
+    """The messages shown in order: every user message, and only the newest reply after each one. Each
+    reply shown carries `earlier_versions`: the replies it replaced (regenerated), oldest first; the
+    page lets the reader page through them, the prompt never sees them."""
     thread: list[Message] = []
     for message in messages:
         if message.role == Message.Role.SYSTEM:
             continue
+        message.earlier_versions = []
         if message.role == Message.Role.ASSISTANT and thread and thread[-1].role == Message.Role.ASSISTANT:
+            replaced = thread[-1]
+            message.earlier_versions = [*replaced.earlier_versions, replaced]
+            replaced.earlier_versions = []
             thread[-1] = message  # a regenerated reply replaces the one before it
         else:
             thread.append(message)
@@ -86,13 +92,14 @@ def prompt_turns(thread_messages: list[Message]) -> list[dict]:
 
 
 def sidebar(user, tenants: QuerySet) -> list[Conversation]:
-    """The user's conversations in `tenants` with at least one message, newest first (tenant preloaded)."""
+    """The user's conversations in `tenants` with at least one message: pinned ones first, then newest
+    first (tenant preloaded)."""
     return list(
         Conversation.objects.filter(user=user, tenant__in=tenants)
         .annotate(num_messages=Count("messages"))
         .filter(num_messages__gt=0)
         .select_related("tenant")
-        .order_by("-updated_at", "-id")[:200]
+        .order_by("-is_pinned", "-updated_at", "-id")[:200]
     )
 
 

@@ -7,6 +7,10 @@ app_name = "chat"
 urlpatterns = [
     path("chat/", views.index, name="index"),
     path("chat/new/", views.new, name="new"),
+    path("chat/search/", views.search, name="search"),
     path("chat/<int:conversation_id>/", views.conversation, name="conversation"),
     path("chat/<int:conversation_id>/delete/", views.delete, name="delete"),
+    path("chat/<int:conversation_id>/rename/", views.rename, name="rename"),
+    path("chat/<int:conversation_id>/pin/", views.pin, name="pin"),
+    path("chat/<int:conversation_id>/export.md", views.export_markdown, name="export_md"),
 ]

@@ -1,16 +1,20 @@
 """The chat page and its history: thin views that check access, call selectors/services and render.
 
-The conversation itself is spoken over the WebSocket (chat.consumers); these views list, open, create
-and delete conversations.
+The conversation itself is spoken over the WebSocket (chat.consumers); these views list, open, create,
+rename, pin, search, export (Markdown; the JSON export is governance's) and delete conversations.
+Someone else's conversation, or one of a tenant the user left, is a 404 everywhere, as a missing one.
+Rename and pin answer JSON to the page's script (Accept: application/json) and redirect a plain form.
 """
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
 
-from chat import selectors, services, ui_text
+from chat import export_md, history, search as chat_search, selectors, services, ui_text
 from chat.models import Conversation
 from tenants import selectors as tenant_selectors
 
@@ -77,3 +81,77 @@ def delete(request, conversation_id: int):
     if not services.delete_conversation(request.user, conversation_id):
         raise Http404("No such conversation")
     return redirect("chat:index")
+
+
+def _own(request, conversation_id: int) -> Conversation:
+    found = selectors.conversation_for_user(request.user, conversation_id)
+    if found is None:
+        raise Http404("No such conversation")
+    return found
+
+
+def _wants_json(request) -> bool:
+    return "application/json" in request.headers.get("Accept", "")
+
+
+def _back(request, conversation: Conversation):
+    """Where a plain form returns: its `next` if that is a page of this site, else the conversation."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return redirect(target)
+    return redirect("chat:conversation", conversation_id=conversation.pk)
+
+
+@login_required
+@require_POST
+def rename(request, conversation_id: int):
+    """POST title=...: 200 {"id", "title"} (or a redirect); 400 {"error": {"field", "message"}} for a bad title."""
+    conversation = _own(request, conversation_id)
+    try:
+        title = history.rename_conversation(conversation, request.POST.get("title", ""))
+    except ValidationError as error:
+        message = " ".join(error.message_dict.get("title", error.messages))
+        return JsonResponse({"error": {"field": "title", "message": message}}, status=400)
+    if _wants_json(request):
+        return JsonResponse({"id": conversation.pk, "title": title})
+    return _back(request, conversation)
+
+
+@login_required
+@require_POST
+def pin(request, conversation_id: int):
+    """POST pinned=1 pins the conversation to the top of the sidebar, pinned=0 unpins it."""
+    conversation = _own(request, conversation_id)
+    value = request.POST.get("pinned", "")
+    if value not in {"0", "1"}:
+        return JsonResponse({"error": {"field": "pinned", "message": 'pinned must be "1" or "0".'}}, status=400)
+    history.set_pinned(conversation, value == "1")
+    if _wants_json(request):
+        return JsonResponse({"id": conversation.pk, "pinned": conversation.is_pinned})
+    return _back(request, conversation)
+
+
+@login_required
+@require_GET
+def search(request):
+    """GET ?q=...: the user's conversations whose title or messages match, as JSON
+    {"query", "results": [{"id", "title", "tenant", "url", "snippet"}]} or as a page."""
+    query = request.GET.get("q", "")
+    try:
+        hits = chat_search.search(request.user, query)
+    except ValueError as error:
+        return JsonResponse({"error": {"field": "q", "message": str(error)}}, status=400)
+    results = [{"id": h.conversation.pk, "title": h.conversation.title, "tenant": h.conversation.tenant.name,
+                "url": reverse("chat:conversation", args=[h.conversation.pk]), "snippet": h.snippet} for h in hits]
+    if _wants_json(request):
+        return JsonResponse({"query": query, "results": results})
+    return render(request, "chat/search.html", {"query": query, "results": results})
+
+
+@login_required
+@require_GET
+def export_markdown(request, conversation_id: int):
+    conversation = _own(request, conversation_id)
+    response = HttpResponse(export_md.conversation_markdown(conversation), content_type="text/markdown; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="pagoda-conversation-{conversation.pk}.md"'
+    return response

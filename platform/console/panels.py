@@ -47,9 +47,31 @@ def engine_stats(engine: Any = None) -> dict:
     data["history"] = engine_history.series()
     data["stats"] = {key: stats.get(key) for key in GLOBAL_STATS}
     data["stats"]["kv_usage"] = kv_usage(stats)
+    data["stats"]["prefix_cache_hit_rate"] = hit_rate(stats)
     data["per_tenant"] = stats.get("per_tenant", {})
     data["pins"] = {key: {"num_tokens": p.num_tokens, "num_blocks": p.num_blocks} for key, p in engine.pins().items()}
     return data
+
+
+def hit_rate(row: dict) -> float | None:
+    """Prompt tokens served from the prefix cache / prompt tokens looked up; None before any lookup."""
+    queried = row.get("prefix_cache_queries") or 0
+    return (row.get("prefix_cache_hits") or 0) / queried if queried else None
+
+
+def tenant_hit_rates(tenants, engine: Any = None) -> dict[int, dict]:
+    """{tenant pk: {"hits", "queries", "rate"}} of the running engine (since it started), for the
+    tenants given; {} when no engine runs. Each tenant's cache is its own, so these rates differ."""
+    engine = engine or engine_runtime.peek()
+    if engine is None:
+        return {}
+    per_tenant = engine.stats().get("per_tenant") or {}
+    rates = {}
+    for tenant in tenants:
+        row = per_tenant.get(tenant.engine_key, {})
+        rates[tenant.pk] = {"hits": row.get("prefix_cache_hits", 0), "queries": row.get("prefix_cache_queries", 0),
+                            "rate": hit_rate(row)}
+    return rates
 
 
 def tenant_panel(tenant: Tenant) -> dict:
@@ -57,6 +79,7 @@ def tenant_panel(tenant: Tenant) -> dict:
     engine = engine_runtime.peek()
     data = engine_stats(engine)
     data["tenant"] = data.pop("per_tenant", {}).get(tenant.engine_key, {})
+    data["tenant"]["prefix_cache_hit_rate"] = hit_rate(data["tenant"])
     data["pins"] = {}  # other tenants' pin keys name them: not shown to a tenant admin
     data["pin"] = pinning.pin_status(tenant, engine)
     return data

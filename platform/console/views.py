@@ -22,7 +22,9 @@ def index(request):
     tenants = selectors.admin_tenants_for_user(request.user)
     if len(tenants) == 1 and not request.user.is_superuser:
         return redirect("console:tenant", slug=tenants[0].slug)
-    return render(request, "console/index.html", {"tenants": tenants})
+    rates = panels.tenant_hit_rates(tenants)
+    rows = [{"tenant": t, "cache": rates.get(t.pk)} for t in tenants]
+    return render(request, "console/index.html", {"tenants": tenants, "rows": rows, "engine_running": bool(rates)})
 
 
 def _tenant_context(tenant: Tenant, prompt_form: SystemPromptForm | None = None) -> dict:

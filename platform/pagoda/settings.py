@@ -259,6 +259,7 @@ LOGGING = {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
         "json": {"()": "observability.request_log.JsonFormatter"},
     },
+    "filters": {"health_unavailable_at_info": {"()": "pagoda.log_filters.HealthUnavailableAtInfo"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain"},
         "requests": {"class": "logging.StreamHandler", "formatter": "json"},
@@ -266,6 +267,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        "django.request": {"filters": ["health_unavailable_at_info"]},  # a loading model's /health 503s: INFO
         # one JSON line per finished request (observability.request_log), not repeated as plain text
         "pagoda.requests": {"handlers": ["requests"], "level": "INFO", "propagate": False},
     },

@@ -6,6 +6,7 @@ language (English / Korean); the API app mounts its NinjaAPI under /v1/.
 """
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.http import HttpResponsePermanentRedirect
 from django.urls import include, path, re_path, reverse
 from django.views.generic import RedirectView
@@ -24,6 +25,8 @@ def moved_admin_page(request, model: str, rest: str) -> HttpResponsePermanentRed
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="chat:index", permanent=False), name="home"),
+    # Pages name the icon in <head>; clients that ask the root for it anyway get it too, not a 404.
+    path("favicon.ico", RedirectView.as_view(url=static("console/favicon.svg"), permanent=True)),
     re_path(r"^admin/tenants/(?P<model>conversation|apikey|apiusage)/(?P<rest>.*)$", moved_admin_page),
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(

@@ -216,19 +216,42 @@ def test_chat_in_a_real_browser(chat_server, page, tmp_path):
         for name in ("chat.png", "chat-markdown.png", "chat-streaming.png", "chat-ko.png"):
             shutil.copy(tmp_path / name, ROOT / "docs" / "screenshots" / name)
 
-    # Regenerate the stopped reply with the short profile: it replaces the old one on the page.
+    # Regenerate the stopped reply with the short profile: it takes the old one's place on the page, which
+    # stays one click away (‹ 1 / 2 ›).
     expect(page.locator("#status")).to_have_attribute("data-state", "connected")
     page.select_option("#profile", "quick")
     page.click("#regenerate")
+    shown = page.locator(".msg-assistant:not([hidden])")
     expect(page.locator(".msg-assistant").last).to_have_attribute("data-status", "complete")
-    expect(page.locator(".msg-assistant")).to_have_count(2)
-    expect(page.locator(".msg-assistant .badge.stopped")).to_have_count(0)
+    expect(shown).to_have_count(2)
+    expect(shown.locator(".badge.stopped")).to_have_count(0)
+    expect(shown.last.locator(".version-label")).to_have_text("2 / 2")
+    shown.last.locator(".version-prev").click()
+    expect(shown.last.locator(".badge.stopped")).to_be_visible()
+    assert shown.last.locator(".msg-body").inner_text() == stopped_text
+    shown.last.locator(".version-next").click()
+    expect(shown.last).to_have_attribute("data-status", "complete")
+
+    # The quick profile stops at 24 tokens: a reply cut there gets a badge and a Continue button that asks
+    # for the rest as a new turn; a reply that ended by itself gets neither.
+    last = shown.nth(1)
+    if last.get_attribute("data-finish-reason") == "length":
+        expect(last.locator(".badge.length")).to_have_text("길이 제한으로 잘림")  # the page is in Korean by now
+        last.locator("button.continue").click()
+        expect(page.locator(".msg-user .msg-body").last).to_have_text("마지막 답변이 끊긴 곳에서 그대로 이어서 써 주세요.")
+        expect(shown).to_have_count(3)
+        expect(shown.last).to_have_attribute("data-status", "complete")
+        expect(last.locator("button.continue")).to_have_count(0)  # only the newest reply offers it
+        expect(last.locator(".badge.length")).to_have_count(1)  # the badge stays
+    else:
+        expect(last.locator(".badge.length")).to_have_count(0)
+        expect(last.locator("button.continue")).to_have_count(0)
 
     # Delete the older conversation from the sidebar (after the confirm dialog).
     page.on("dialog", lambda dialog: dialog.accept())
     older = page.locator("#conversation-list li", has_text="How do I list files")
     older.hover()
-    older.locator("button.icon").click()
+    older.locator("button.icon.delete").click()
     page.wait_for_load_state()
     expect(page.locator("#conversation-list li")).to_have_count(1)
     expect(page.locator("#conversation-list li")).to_contain_text("Hello! 안녕하세요.")

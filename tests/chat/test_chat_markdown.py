@@ -16,7 +16,9 @@ ALLOWED = {
     "p": set(), "br": set(), "strong": set(), "em": set(), "code": set(), "pre": set(), "ul": set(), "ol": set(),
     "li": set(), "blockquote": set(), "hr": set(), "h3": set(), "h4": set(), "h5": set(), "h6": set(),
     "a": {"href", "target", "rel"}, "div": {"class"}, "span": {"class"}, "button": {"type", "class"},
+    "table": set(), "thead": set(), "tbody": set(), "tr": set(), "th": {"class"}, "td": {"class"},
 }
+ALLOWED["code"] = {"class"}  # language-NAME, NAME limited to [A-Za-z0-9_#+.-]
 
 
 def render(*sources: str) -> list[str]:
@@ -59,6 +61,10 @@ ATTACKS = [
     "**<b>bold</b>** `<i>code</i>` *<u>em</u>*",
     "# <h1>heading</h1>\n- <li>item\n> <blockquote>",
     "&lt;already escaped&gt; & < > \" '",
+    "| <script>x</script> | b\" onclick=\"y |\n|:--|--:|\n| <img src=x onerror=alert(1)> | [a](javascript:alert(1)) |",
+    "```py\" onclick=\"alert(1)\nx\n```",
+    "~~~<script>\ncode\n~~~",
+    "> > > <script>alert(1)</script>\n> ```\n> </code><img src=x onerror=alert(1)>",
 ]
 
 
@@ -93,14 +99,52 @@ def test_code_block_keeps_its_text_and_gets_a_copy_button():
     (markup,) = render(f"Here:\n\n```python\n{code}\n```\nafter")
     assert '<span class="code-lang">python</span>' in markup
     assert '<button type="button" class="copy-code">복사</button>' in markup
-    inner = markup.split("<pre><code>")[1].split("</code></pre>")[0]
+    inner = markup.split('<pre><code class="language-python">')[1].split("</code></pre>")[0]
     assert html.unescape(inner) == code
     assert markup.endswith("<p>after</p>")
 
 
 def test_an_unclosed_fence_renders_as_code_while_it_streams():
     (markup,) = render("```sql\nSELECT *")
-    assert "<pre><code>SELECT *</code></pre>" in markup
+    assert '<div class="code-block open">' in markup and '<pre><code class="language-sql">SELECT *</code></pre>' in markup
+    (closed,) = render("```sql\nSELECT *\n```")
+    assert '<div class="code-block">' in closed
+
+
+@pytest.mark.parametrize(("source", "code", "after"), [
+    ("````md\n```python\nprint(1)\n```\n````\nafter", "```python\nprint(1)\n```", "<p>after</p>"),  # nested fence
+    ("~~~\n```\n~~~\nafter", "```", "<p>after</p>"),  # a tilde fence is not closed by backticks
+    ("```python title=\"x.py\"\nx = 1\n```\nafter", "x = 1", "<p>after</p>"),  # an info string after the language
+    ("   ```\nindented fence\n   ```", "indented fence", ""),
+    ("Steps:\n```bash\nls\n```\n```\nunclosed at the end", "unclosed at the end", ""),  # the last one still streams
+])
+def test_fences_that_used_to_render_as_prose(source, code, after):
+    (markup,) = render(source)
+    blocks = markup.split("<pre><code")
+    assert len(blocks) >= 2, markup
+    inner = blocks[-1].split(">", 1)[1].split("</code></pre>")[0]
+    assert html.unescape(inner) == code
+    assert markup.endswith(after) if after else markup.endswith("</div>")
+
+
+def test_tables_with_alignment_and_inline_markup():
+    (markup,) = render("| Name | Qty | Note |\n|:-----|----:|:---:|\n| **apple** | 3 | `a \\| b` |\n| 배 | 12 |\n\nafter")
+    assert markup.startswith('<div class="table-wrap"><table><thead><tr><th class="align-left">Name</th>'
+                             '<th class="align-right">Qty</th><th class="align-center">Note</th></tr></thead>')
+    assert '<td class="align-left"><strong>apple</strong></td>' in markup
+    assert '<td class="align-center"><code>a | b</code></td>' in markup
+    assert '<tr><td class="align-left">배</td><td class="align-right">12</td><td class="align-center"></td></tr>' in markup
+    assert markup.endswith("</tbody></table></div><p>after</p>")
+    (plain,) = render("a | b\n--- | ---\n1 | 2")
+    assert "<th>a</th><th>b</th>" in plain and "<td>1</td><td>2</td>" in plain
+    (not_table,) = render("a | b is a pipe\nno separator")
+    assert "<table>" not in not_table
+
+
+def test_quotes_hold_blocks():
+    (markup,) = render("> **Note**\n> - one\n> - two\n>\n> > nested\nafter")
+    assert markup == ("<blockquote><p><strong>Note</strong></p><ul><li>one</li><li>two</li></ul>"
+                      "<blockquote><p>nested</p></blockquote></blockquote><p>after</p>")
 
 
 def test_the_subset():
@@ -110,10 +154,25 @@ def test_the_subset():
     assert "<strong>bold</strong>" in markup and "<em>em</em>" in markup and "<code>x &lt; y</code>" in markup
     assert '<a href="https://example.com/a?b=1&amp;c=2" target="_blank" rel="noopener noreferrer nofollow">docs</a>' in markup
     assert "<ul><li>one</li><li>two</li></ul>" in markup and "<ol><li>first</li><li>second</li></ol>" in markup
-    assert "<blockquote>quoted</blockquote>" in markup and "<hr>" in markup
+    assert "<blockquote><p>quoted</p></blockquote>" in markup and "<hr>" in markup
     assert "<p>line one<br>line two</p>" in markup
 
 
 def test_korean_and_emoji_pass_through():
     (markup,) = render("서울은 **맑음** 🙂")
     assert markup == "<p>서울은 <strong>맑음</strong> 🙂</p>"
+
+
+def test_every_prefix_of_a_streaming_reply_renders():
+    """While a reply streams, each delta re-renders the whole text so far: no prefix may break the renderer,
+    and a prefix that ends inside a code fence shows that code as code."""
+    reply = ("Intro **bold** and `code`\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n\n> quote\n> - item\n\n"
+             "```python\ndef f(x):\n    return x < 1\n```\n\n1. one\n2. two\n\n~~~\nplain\n~~~\n")
+    prefixes = [reply[:n] for n in range(len(reply) + 1)]
+    rendered = render(*prefixes)
+    assert len(rendered) == len(prefixes)
+    for prefix, markup in zip(prefixes, rendered):
+        for tag, attrs in tags(markup):
+            assert tag in ALLOWED and set(attrs) <= ALLOWED[tag], (prefix, markup)
+        if prefix.count("```") == 1 and prefix.rstrip("`").endswith(("x", "1")):
+            assert '<div class="code-block open">' in markup, (prefix, markup)

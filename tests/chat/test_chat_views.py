@@ -133,3 +133,16 @@ def test_language_switch_sticks(client_of, member, conversation):
 def test_login_page_speaks_korean(client, db):
     html = client.get(reverse("login"), HTTP_ACCEPT_LANGUAGE="ko").content.decode()
     assert "로그인" in html and "비밀번호" in html and "한국어" in html
+
+
+def test_regenerated_replies_are_on_the_page_hidden_newest_shown(client_of, member, conversation):
+    _chat(conversation, ("user", "Question"), ("assistant", "Old answer"), ("assistant", "New answer"))
+    html = client_of(member).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    old, new = html.index("Old answer"), html.index("New answer")
+    assert old < new  # in order: the page pages through them
+    old_article = html[html.rindex("<article", 0, old):old]
+    new_article = html[html.rindex("<article", 0, new):new]
+    assert 'hidden data-earlier-version="true"' in old_article and "hidden" not in new_article
+    from chat import selectors
+    turns = selectors.prompt_turns(selectors.thread(conversation))
+    assert [t["content"] for t in turns] == ["Question", "New answer"]  # the prompt sees only the newest

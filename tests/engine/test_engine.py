@@ -173,3 +173,23 @@ def test_a_request_that_breaks_its_step_fails_alone(tiny):
     assert by_id["good"].finish_reason == "length" and by_id["good"].num_output_tokens == 5
     assert good.output_token_ids == tiny.generate([list(range(10, 30))], params)[0].outputs[0].token_ids
     assert engine.block_manager.pool.num_used == 0
+
+
+def test_stats_count_prefix_cache_hits_per_tenant(tiny):
+    engine = tiny.engine
+    system = list(range(1400, 1400 + 64))  # 4 full blocks
+    params = SamplingParams(max_tokens=2, ignore_eos=True)
+
+    def run(request_id, tenant, tail):
+        engine.add_request(request_id, system + tail, params, tenant=tenant)
+        while engine.has_unfinished():
+            engine.step()
+
+    run("a1", "acme", [5, 6])
+    run("a2", "acme", [7, 8, 9])  # the system prompt's 64 tokens come from acme's cache
+    run("g1", "globex", [5, 6])  # the same prompt in another tenant: no hit (nothing is shared)
+    per_tenant = engine.stats()["per_tenant"]
+    assert per_tenant["acme"]["prefix_cache_queries"] == 66 + 67
+    assert per_tenant["acme"]["prefix_cache_hits"] == 64
+    assert per_tenant["globex"]["prefix_cache_queries"] == 66
+    assert per_tenant["globex"]["prefix_cache_hits"] == 0

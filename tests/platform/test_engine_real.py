@@ -104,3 +104,31 @@ def test_console_shows_pin_status_and_live_engine_numbers(engine, client, tenant
     assert data["engine"]["alive"] and data["stats"]["num_blocks_pinned"] >= data["pin"]["num_blocks"] > 0
     assert data["tenant"]["num_blocks_pinned"] == data["pin"]["num_blocks"]
     assert data["pins"] == {}  # other tenants' pin keys are not shown
+
+
+def test_console_shows_each_tenants_prefix_cache_hit_rate(engine, client, tenant, other_tenant, tenant_admin,
+                                                          superuser, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        prompt = services.create_system_prompt(tenant, "You answer Acme's questions in one line. " * 3)
+    params = selectors.default_profile(tenant).to_sampling_params(max_tokens=2, temperature=0.0)
+    token_ids = engine.encode_chat([{"role": "system", "content": prompt.text}, {"role": "user", "content": "Hi"}])
+
+    async def run(request_id: str, key: str) -> list:
+        return [out async for out in engine.generate(request_id, token_ids, params, tenant=key)]
+
+    hit = asyncio.run(run("rate-acme", tenant.engine_key))[-1]
+    asyncio.run(run("rate-globex", other_tenant.engine_key))  # same tokens, another tenant: its own cache
+    client.force_login(tenant_admin)
+    mine = client.get(reverse("console:tenant_engine", args=[tenant.slug])).json()["tenant"]
+    assert mine["prefix_cache_hits"] >= hit.num_cached_tokens > 0
+    assert mine["prefix_cache_hit_rate"] == pytest.approx(mine["prefix_cache_hits"] / mine["prefix_cache_queries"])
+    assert 'data-field="tenant_hit_rate"' in client.get(reverse("console:tenant", args=[tenant.slug])).content.decode()
+
+    client.force_login(superuser)
+    rates = engine.stats()["per_tenant"]
+    html = client.get(reverse("console:index")).content.decode()
+    for t in (tenant, other_tenant):
+        row = rates[t.engine_key]
+        percent = round(100 * row["prefix_cache_hits"] / row["prefix_cache_queries"])
+        cell = html[html.index(f'data-hit-rate="{t.slug}"'):]
+        assert cell.split(">", 1)[1].startswith(f"{percent}%"), (t.slug, cell[:120])

@@ -15,9 +15,8 @@
   if (!config.wsPath) return; // the welcome page: no conversation open
 
   const scroller = $("#messages");
-  const view = window.PagodaThread.create({
-    thread: scroller.querySelector(".thread"), strings: T, conversationId: config.conversationId,
-  });
+  const thread = scroller.querySelector(".thread");
+  const view = window.PagodaThread.create({ thread: thread, strings: T, conversationId: config.conversationId });
   const form = $("#composer");
   const input = $("#input");
   const sendButton = $("#send");
@@ -63,12 +62,19 @@
     const busy = turn !== null;
     sendButton.hidden = busy;
     stopButton.hidden = !busy;
-    sendButton.disabled = !open || !input.value.trim();
+    const count = input.value.length;
+    const over = count > config.maxChars;
+    sendButton.disabled = !open || !input.value.trim() || over;
     regenerateButton.hidden = busy || !view.lastOf(".msg-user");
     regenerateButton.disabled = !open;
-    const count = input.value.length;
     counter.textContent = count > config.maxChars * 0.8
       ? T.counter.replace("{count}", count.toLocaleString()).replace("{max}", config.maxChars.toLocaleString()) : "";
+    counter.classList.toggle("over", over);
+    thread.querySelectorAll(".continue").forEach((button) => { button.disabled = !open || busy; });
+  }
+
+  function limitText(template, count) {
+    return template.replace("{count}", count.toLocaleString()).replace("{max}", config.maxChars.toLocaleString());
   }
 
   function showNotice(text) {
@@ -89,6 +95,8 @@
   // --- a turn -----------------------------------------------------------------------------------------
   function beginTurn(userText) {
     showNotice("");
+    const continues = Array.from(thread.querySelectorAll(".continue")); // only the newest reply continues
+    continues.forEach((button) => { button.hidden = true; });
     const replaced = userText === null ? lastReplyAfterLastUser() : null;
     let user = null;
     if (userText !== null) {
@@ -102,7 +110,8 @@
     const body = reply.querySelector(".msg-body");
     body.innerHTML = '<span class="typing" aria-label=""><i></i><i></i><i></i></span>';
     body.firstChild.setAttribute("aria-label", T.generating);
-    turn = { reply: reply, body: body, raw: "", user: user, replaced: replaced, userText: userText, started: false };
+    turn = { reply: reply, body: body, raw: "", user: user, replaced: replaced, userText: userText, started: false,
+             continues: continues };
     scrollToBottom();
     updateControls();
   }
@@ -115,9 +124,12 @@
   function endTurn() {
     if (turn) {
       turn.reply.classList.remove("streaming");
-      if (turn.replaced && turn.started) turn.replaced.remove();
+      if (turn.replaced && turn.started) turn.replaced.dataset.earlierVersion = "true"; // kept, hidden: ‹ i / n ›
+      if (turn.started) turn.continues.forEach((button) => button.remove());
+      else turn.continues.forEach((button) => { button.hidden = false; });
     }
     turn = null;
+    view.refreshVersions();
     updateControls();
   }
 
@@ -127,6 +139,7 @@
     turn.reply.remove();
     if (turn.user) turn.user.remove();
     if (turn.replaced) turn.replaced.hidden = false;
+    turn.continues.forEach((button) => { button.hidden = false; });
     if (turn.userText !== null && !input.value) { input.value = turn.userText; autosize(); }
     view.refreshEmptyHint();
     turn = null;
@@ -167,7 +180,7 @@
       case "done":
         if (!turn) return;
         view.renderMarkdown(turn.body, turn.raw);
-        view.setBadge(turn.reply, frame.status);
+        view.setBadge(turn.reply, frame.status, undefined, frame.finish_reason);
         view.setUsage(turn.reply, frame.usage);
         endTurn();
         break;
@@ -232,6 +245,7 @@
     event.preventDefault();
     const text = input.value;
     if (!text.trim() || turn) return;
+    if (text.length > config.maxChars) { showNotice(limitText(T.too_long, text.length)); return; }
     if (!send({ type: "user_message", content: text, profile: profile() })) return;
     input.value = "";
     autosize();
@@ -246,6 +260,22 @@
     }
   });
   input.addEventListener("input", () => { autosize(); updateControls(); });
+
+  // A paste that would take the message over the limit is refused whole and said so, never cut.
+  input.addEventListener("paste", (event) => {
+    const pasted = (event.clipboardData || window.clipboardData).getData("text");
+    const selected = input.selectionEnd - input.selectionStart;
+    const total = input.value.length - selected + pasted.length;
+    if (total <= config.maxChars) return;
+    event.preventDefault();
+    showNotice(limitText(T.paste_too_long, total));
+  });
+
+  // "Continue" under a reply cut by the token limit asks the model for the rest, as a new turn.
+  thread.addEventListener("click", (event) => {
+    if (!event.target.closest(".continue") || turn) return;
+    if (send({ type: "user_message", content: T.continue_prompt, profile: profile() })) beginTurn(T.continue_prompt);
+  });
 
   stopButton.addEventListener("click", () => { send({ type: "stop" }); });
 

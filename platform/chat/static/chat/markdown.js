@@ -5,9 +5,11 @@
  * Links must be http(s) (no javascript: URLs); their escaped URL sits in a quoted attribute, where an
  * escaped quote cannot end it. A code fence's language name is limited to [A-Za-z0-9_#+.-].
  *
- * Blocks: ``` fenced code (an unclosed fence runs to the end: replies are rendered while they stream),
- * # headings, - / * / + lists, 1. lists, > quotes, --- rules, paragraphs. Inline: `code`, **bold**,
- * *italic*, [text](https://link).
+ * Blocks: fenced code (``` or ~~~, three or more, closed only by a fence of the same kind and at least
+ * that long; an unclosed fence runs to the end and its block is marked "open": replies are rendered
+ * while they stream), # headings, - / * / + lists, 1. lists, > quotes (holding any of these blocks),
+ * | tables | (a header row, a |---|:--:| row, then rows), --- rules, paragraphs. Inline: `code`,
+ * **bold**, *italic*, [text](https://link). Code blocks carry class "language-NAME" for the highlighter.
  *
  *   PagodaMarkdown.render(text, {copyLabel: "Copy"}) -> HTML string
  *   PagodaMarkdown.escapeHtml(text) -> text with & < > " ' escaped
@@ -37,24 +39,56 @@
       .join("");
   }
 
-  function codeBlock(escapedCode, lang, copyLabel) {
-    const label = lang ? '<span class="code-lang">' + lang + "</span>" : '<span class="code-lang"></span>';
-    return '<div class="code-block"><div class="code-head">' + label +
+  // `info`: the fence's escaped info string, shown as the label; `lang` also names the class, so it is
+  // only ever [A-Za-z0-9_#+.-].
+  function codeBlock(escapedCode, lang, info, copyLabel, open) {
+    const label = '<span class="code-lang">' + info + "</span>";
+    return '<div class="code-block' + (open ? " open" : "") + '"><div class="code-head">' + label +
       '<button type="button" class="copy-code">' + escapeHtml(copyLabel) + "</button></div>" +
-      "<pre><code>" + escapedCode + "</code></pre></div>";
+      "<pre><code" + (lang ? ' class="language-' + lang + '"' : "") + ">" + escapedCode + "</code></pre></div>";
   }
 
-  const FENCE_OPEN = /^\s*```\s*([A-Za-z0-9_#+.-]*)\s*$/;
-  const FENCE_CLOSE = /^\s*```\s*$/;
+  // An opening fence: up to three spaces, ``` or ~~~ (or longer), then an info string whose first word
+  // names the language (kept only if it is [A-Za-z0-9_#+.-]). A backtick fence's info has no backtick.
+  const FENCE_OPEN = /^ {0,3}(`{3,}|~{3,})[ \t]*(([^\s`]*)[^`]*)$/;
+  const LANG = /^[A-Za-z0-9_#+.-]{1,32}$/;
+  const closesFence = (line, fence) => {
+    const m = line.match(/^ {0,3}(`{3,}|~{3,})[ \t]*$/);
+    return m !== null && m[1][0] === fence[0] && m[1].length >= fence.length;
+  };
+  const TABLE_SEPARATOR = /^ *\|? *:?-{1,}:? *(\| *:?-{1,}:? *)*\|? *$/;
+  const cells = (line) => {
+    let text = line.trim();
+    if (text.startsWith("|")) text = text.slice(1);
+    if (text.endsWith("|") && !text.endsWith("\\|")) text = text.slice(0, -1);
+    return text.split(/(?<!\\)\|/).map((cell) => cell.trim().replace(/\\\|/g, "|"));
+  };
+  const alignment = (cell) => {
+    const left = cell.startsWith(":"), right = cell.endsWith(":");
+    return left && right ? "center" : right ? "right" : left ? "left" : "";
+  };
   const HEADING = /^(#{1,6})\s+(.+?)\s*#*\s*$/;
   const BULLET = /^\s*[-*+]\s+(.*)$/;
   const NUMBERED = /^\s*\d{1,9}[.)]\s+(.*)$/;
-  const QUOTE = /^&gt;\s?(.*)$/;
+  const QUOTE = /^ {0,3}&gt;\s?(.*)$/;
   const RULE = /^\s*(?:-{3,}|\*{3,}|_{3,})\s*$/;
 
   function render(source, options) {
     const copyLabel = (options && options.copyLabel) || "Copy";
-    const lines = escapeHtml(String(source || "").replace(/\r\n?/g, "\n")).split("\n");
+    return renderLines(escapeHtml(String(source || "").replace(/\r\n?/g, "\n")).split("\n"), copyLabel, 0);
+  }
+
+  function table(header, align, rows) {
+    const cell = (tag, text, i) => "<" + tag + (align[i] ? ' class="align-' + align[i] + '"' : "") + ">" +
+      inline(text || "") + "</" + tag + ">";
+    return '<div class="table-wrap"><table><thead><tr>' + header.map((h, i) => cell("th", h, i)).join("") +
+      "</tr></thead><tbody>" +
+      rows.map((row) => "<tr>" + header.map((_, i) => cell("td", row[i], i)).join("") + "</tr>").join("") +
+      "</tbody></table></div>";
+  }
+
+  // `lines` are escaped already; a quote renders its own lines through here again (depth-limited).
+  function renderLines(lines, copyLabel, depth) {
     const out = [];
     let paragraph = [];
     const flush = () => {
@@ -75,11 +109,24 @@
       let m;
       if ((m = line.match(FENCE_OPEN))) {
         flush();
+        const fence = m[1];
+        const lang = LANG.test(m[3]) ? m[3] : "";
+        const info = m[2].trim().slice(0, 80);
         const code = [];
         i++;
-        while (i < lines.length && !FENCE_CLOSE.test(lines[i])) code.push(lines[i++]);
+        while (i < lines.length && !closesFence(lines[i], fence)) code.push(lines[i++]);
+        const open = i >= lines.length; // no closing fence (yet): the rest is code
         i++; // the closing fence
-        out.push(codeBlock(code.join("\n"), m[1], copyLabel));
+        out.push(codeBlock(code.join("\n"), lang, info, copyLabel, open));
+      } else if (line.includes("|") && i + 1 < lines.length && TABLE_SEPARATOR.test(lines[i + 1]) &&
+                 lines[i + 1].includes("-") && (lines[i + 1].includes("|") || line.trim().startsWith("|"))) {
+        flush();
+        const header = cells(line);
+        const align = cells(lines[i + 1]).map(alignment);
+        const rows = [];
+        i += 2;
+        while (i < lines.length && lines[i].includes("|") && lines[i].trim()) rows.push(cells(lines[i++]));
+        out.push(table(header, align, rows));
       } else if ((m = line.match(HEADING))) {
         flush();
         const level = Math.min(m[1].length + 2, 6); // # -> h3: headings stay modest inside a reply
@@ -98,9 +145,10 @@
         i = next;
       } else if (QUOTE.test(line)) {
         flush();
-        const [items, next] = takeItems(i, QUOTE);
-        out.push("<blockquote>" + items.join("<br>") + "</blockquote>");
-        i = next;
+        const quoted = [];
+        while (i < lines.length && (m = lines[i].match(QUOTE))) { quoted.push(m[1]); i++; }
+        out.push("<blockquote>" + (depth < 8 ? renderLines(quoted, copyLabel, depth + 1)
+          : "<p>" + quoted.map(inline).join("<br>") + "</p>") + "</blockquote>");
       } else if (!line.trim()) {
         flush();
         i++;

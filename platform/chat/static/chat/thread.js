@@ -31,6 +31,7 @@
 
   // Page-wide: every delete form asks first, every code block's button copies its code.
   function installPageBehaviour(T) {
+    window.PagodaSidebar.install(T);
     document.querySelectorAll("form[data-confirm]").forEach(confirmBeforeSubmit);
     document.addEventListener("click", (event) => {
       const button = event.target.closest(".copy-code");
@@ -44,6 +45,31 @@
     });
   }
 
+  const AUTO_DETECT_MAX_CHARS = 20000; // guessing the language of a huge block costs more than it gives
+  const AUTO_DETECT_MIN_RELEVANCE = 5; // below this highlight.js is guessing
+
+  // Colour the code blocks of a rendered reply with highlight.js (vendored; absent: left plain). Its output
+  // escapes the code, which it reads back from textContent. A block whose fence is still open (the reply
+  // streams) waits until it closes, so the colours do not jump while it grows.
+  function highlight(body) {
+    const hljs = window.hljs;
+    if (!hljs) return;
+    body.querySelectorAll(".code-block:not(.open) pre code").forEach((code) => {
+      const text = code.textContent;
+      const named = (code.className.match(/(?:^|\s)language-([A-Za-z0-9_#+.-]+)/) || [])[1];
+      let result = null;
+      if (named && hljs.getLanguage(named)) {
+        result = hljs.highlight(text, { language: named, ignoreIllegals: true });
+      } else if (!named && text.length <= AUTO_DETECT_MAX_CHARS) {
+        const guess = hljs.highlightAuto(text);
+        if (guess.relevance >= AUTO_DETECT_MIN_RELEVANCE) result = guess;
+      }
+      if (result === null) return;
+      code.innerHTML = result.value;
+      code.classList.add("hljs");
+    });
+  }
+
   function create(options) {
     const T = options.strings;
     const thread = options.thread;
@@ -51,6 +77,7 @@
 
     function renderMarkdown(body, raw) {
       body.innerHTML = window.PagodaMarkdown.render(raw, { copyLabel: T.copy });
+      highlight(body);
     }
 
     function setUsage(article, usage) {
@@ -60,10 +87,28 @@
         .replace("{completion}", usage.completion_tokens).replace("{cached}", usage.cached_tokens);
     }
 
-    function setBadge(article, status, errorText) {
+    // A reply cut by the token limit: a badge, and (on the newest reply) a button that asks for the rest.
+    function setLengthCut(article, offerContinue) {
       const meta = article.querySelector(".msg-meta");
-      meta.querySelectorAll(".badge, .msg-error").forEach((el) => el.remove());
+      meta.querySelectorAll(".badge.length, .continue").forEach((el) => el.remove());
+      const badge = document.createElement("span");
+      badge.className = "badge length";
+      badge.textContent = T.cut_by_length;
+      meta.prepend(badge);
+      if (!offerContinue) return;
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "secondary continue";
+      button.textContent = T.continue;
+      badge.after(button);
+    }
+
+    function setBadge(article, status, errorText, finishReason) {
+      const meta = article.querySelector(".msg-meta");
+      meta.querySelectorAll(".badge, .msg-error, .continue").forEach((el) => el.remove()); // not .versions
       article.dataset.status = status;
+      article.dataset.finishReason = finishReason || "";
+      if (status === "complete" && finishReason === "length") setLengthCut(article, true);
       if (status !== "stopped" && status !== "error") return;
       const badge = document.createElement("span");
       badge.className = "badge " + status;
@@ -100,6 +145,40 @@
       return article;
     }
 
+    // Replies regenerated after one user message stand side by side in the DOM, all but one hidden:
+    // each gets "‹ i / n ›" to page through them (the newest is the one the next prompt builds on).
+    function refreshVersions() {
+      thread.querySelectorAll(".versions").forEach((el) => el.remove());
+      const groups = [];
+      let group = [];
+      thread.querySelectorAll(".msg").forEach((article) => {
+        if (article.classList.contains("msg-assistant")) { group.push(article); return; }
+        if (group.length) groups.push(group);
+        group = [];
+      });
+      if (group.length) groups.push(group);
+      groups.filter((g) => g.length > 1).forEach((g) => {
+        g.forEach((article, i) => {
+          const nav = document.createElement("span");
+          nav.className = "versions";
+          const prev = document.createElement("button");
+          prev.type = "button"; prev.className = "icon version-prev"; prev.textContent = "\u2039";
+          prev.setAttribute("aria-label", T.previous_version); prev.disabled = i === 0;
+          const next = document.createElement("button");
+          next.type = "button"; next.className = "icon version-next"; next.textContent = "\u203a";
+          next.setAttribute("aria-label", T.next_version); next.disabled = i === g.length - 1;
+          const label = document.createElement("span");
+          label.className = "version-label";
+          label.textContent = (i + 1) + " / " + g.length;
+          const show = (j) => { article.hidden = true; g[j].hidden = false; };
+          prev.addEventListener("click", () => show(i - 1));
+          next.addEventListener("click", () => show(i + 1));
+          nav.append(prev, label, next);
+          article.querySelector(".msg-meta").prepend(nav);
+        });
+      });
+    }
+
     function lastOf(selector) {
       const all = thread.querySelectorAll(selector);
       return all.length ? all[all.length - 1] : null;
@@ -121,7 +200,7 @@
       token.value = document.querySelector("#new-chat [name=csrfmiddlewaretoken]").value;
       const button = document.createElement("button");
       button.type = "submit";
-      button.className = "icon";
+      button.className = "icon delete";
       button.title = T.delete;
       button.setAttribute("aria-label", T.delete);
       button.textContent = "\u00d7";
@@ -140,14 +219,19 @@
         item.dataset.id = options.conversationId;
         const link = document.createElement("a");
         link.href = location.pathname;
-        item.append(link, deleteForm());
+        const title = document.createElement("span");
+        title.className = "conv-title";
+        link.append(title);
+        const actions = document.createElement("span");
+        actions.className = "item-actions";
+        actions.append(deleteForm());
+        item.append(link, actions);
         list.prepend(item);
       }
       list.querySelectorAll("li.active").forEach((el) => el.classList.remove("active"));
       item.classList.add("active");
       const link = item.querySelector("a");
-      if (link.firstChild && link.firstChild.nodeType === Node.TEXT_NODE) link.firstChild.textContent = title;
-      else link.prepend(title);
+      link.querySelector(".conv-title").textContent = title;
       link.title = title;
     }
 
@@ -155,14 +239,19 @@
     thread.querySelectorAll(".msg-assistant").forEach((article) => {
       const body = article.querySelector(".msg-body");
       renderMarkdown(body, body.textContent);
+      if (article.dataset.status === "complete" && article.dataset.finishReason === "length") {
+        setLengthCut(article, article === lastOf(".msg")); // only the newest reply continues
+      }
       setUsage(article, {
         prompt_tokens: article.dataset.promptTokens, completion_tokens: article.dataset.completionTokens,
         cached_tokens: article.dataset.cachedTokens,
       });
     });
 
+    refreshVersions();
+
     return {
-      renderMarkdown: renderMarkdown, setUsage: setUsage, setBadge: setBadge, messageElement: messageElement,
+      refreshVersions: refreshVersions, renderMarkdown: renderMarkdown, setUsage: setUsage, setBadge: setBadge, messageElement: messageElement,
       lastOf: lastOf, refreshEmptyHint: refreshEmptyHint, updateSidebar: updateSidebar,
     };
   }

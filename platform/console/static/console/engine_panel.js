@@ -18,7 +18,10 @@
     for (const key of ["num_running", "num_waiting", "num_blocks_used", "num_blocks_cached", "num_blocks_pinned", "num_blocks_total"]) {
       set(key, stats[key]);
     }
-    set("tenant_blocks", (data.tenant || {}).num_blocks_used);
+    const tenant = data.tenant || {};
+    set("tenant_blocks", tenant.num_blocks_used);
+    set("tenant_hit_rate", tenant.prefix_cache_hit_rate == null ? null
+      : `${(100 * tenant.prefix_cache_hit_rate).toFixed(1)}% (${tenant.prefix_cache_hits} / ${tenant.prefix_cache_queries})`);
     set("kv_usage", stats.kv_usage == null ? null : `${(100 * stats.kv_usage).toFixed(1)}%`);
     const points = (data.history || {}).points || [];
     const last = points.length ? points[points.length - 1].tokens_per_s : null;
