@@ -23,6 +23,8 @@ from collections import deque
 
 from inference import EngineConfig, LLMEngine, SamplingParams
 
+from benchmarks.workload import last_step_decode_only
+
 from .clients import RequestResult
 from .stats import summarize
 
@@ -137,13 +139,15 @@ def _busy_pinned(engine: LLMEngine, spec: dict, pinned_ids) -> list[float]:
 
     for _ in range(spec["num_background"]):
         add_background()
+    traced, engine.trace = engine.trace, []
     for _ in range(3):  # through the background's prefill, into its decode
         engine.step()
-    while not engine.last_step_decode_only:
+    while not last_step_decode_only(engine):
         engine.step()
+    engine.trace = traced
     times = [first_token(engine, f"probe-busy-{i}", pinned_ids(q), "pinned", add_background)[0]
              for i, q in enumerate(spec["questions"])]
-    for rid in list(engine.requests):
+    for rid in list(engine.output_processor.requests):
         if rid.startswith("probe-bg-"):
             engine.abort(rid)
     return times

@@ -34,6 +34,7 @@ MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 # schemathesis' own pytest plugin does not run under pytest 9, so its strategies are driven with
 # hypothesis directly: one test per operation and generation mode (valid and invalid data).
 OPERATIONS = [("POST", "/v1/chat/completions"), ("POST", "/v1/completions"), ("GET", "/v1/models"),
+              ("POST", "/v1/tokenize"), ("POST", "/v1/detokenize"),
               ("GET", "/v1/models/{model}")]
 
 
