@@ -62,6 +62,10 @@ async def tokenize(key: ApiKey, body: TokenizeRequest) -> HttpResponse:
                                           add_generation_prompt=body.add_generation_prompt)
         else:
             ids = await asyncio.to_thread(completion_prompt_ids, engine, system_prompt, body.prompt)
+            vocab = _vocab_size(engine.tokenizer)  # token ids sent as the prompt are echoed, so checked here
+            bad = next((i for i, t in enumerate(ids) if t < 0 or (vocab is not None and t >= vocab)), None)
+            if bad is not None:
+                raise ApiError(400, f"Token ids must be in [0, {vocab}).", param="prompt", code="invalid_value")
         strs = [engine.tokenizer.decode([t]) for t in ids] if body.return_token_strs else None
         return {"count": len(ids), "max_model_len": engine.max_model_len, "tokens": ids, "token_strs": strs}
 
