@@ -255,10 +255,7 @@ class CoreClient:
         for rid, (loop, queue) in sinks.items():
             by_loop.setdefault(loop, []).append((queue, EngineDeadError(reason)))
         for loop, items in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_deliver, items)
-            except RuntimeError:
-                pass
+            self._wake(loop, items)
         for future in list(self._calls.values()):
             if not future.done():
                 future.set_exception(EngineDeadError(reason))
