@@ -10,6 +10,7 @@ from .engine import LLMEngine
 from .llm import LLM
 from .outputs import CompletionOutput, RequestOutput, StreamDelta
 from .sampling_params import RequestOutputKind, SamplingParams
+from .structured_outputs import StructuredOutputsParams
 
 __all__ = ["LLM", "SamplingParams", "AsyncLLM", "PinInfo", "EngineConfig", "LLMEngine", "DEFAULT_MODEL",
-           "CompletionOutput", "RequestOutput", "StreamDelta", "RequestOutputKind"]
+           "CompletionOutput", "RequestOutput", "StreamDelta", "RequestOutputKind", "StructuredOutputsParams"]
