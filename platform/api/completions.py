@@ -29,6 +29,7 @@ from api.profiles import resolve_profile
 from api.prompts import chat_prompt_ids, completion_prompt_ids, single_prompt
 from api.sampling import build_params, fit_to_context
 from api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
+from api.structured import structured_outputs_of
 from governance import budgets
 from inference import StreamDelta
 from pagoda.db import db_call
@@ -72,7 +73,8 @@ class Plan:
 def _sampling_overrides(body: SamplingFields, max_tokens: int | None) -> dict:
     fields = ("temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "top_k", "min_p",
               "repetition_penalty", "min_tokens", "ignore_eos", "logit_bias")
-    return {name: getattr(body, name) for name in fields} | {"max_tokens": max_tokens}
+    return {name: getattr(body, name) for name in fields} | {
+        "max_tokens": max_tokens, "structured_outputs": structured_outputs_of(body)}
 
 
 def _num_choices(body: SamplingFields) -> int:
@@ -206,8 +208,6 @@ def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan
     _refuse_unsupported({
         "tools": (bool(body.tools) or bool(body.functions), grammar),
         "tool_choice": (body.tool_choice not in (None, "none"), grammar),
-        "response_format": (body.response_format is not None and body.response_format.get("type") != "text",
-                            grammar),
         "prompt_logprobs": (body.prompt_logprobs is not None, _NO_PROMPT_LOGPROBS),
     })
     num_choices = _num_choices(body)

@@ -58,6 +58,14 @@ class SamplingFields(RequestModel):
     ignore_eos: bool | None = Field(None, description="vLLM extra: keep generating past end-of-sequence.")
     logit_bias: dict[str, float] | None = Field(
         None, description="Token id (as a string) -> bias in [-100, 100], added to its logit before sampling.")
+    # vLLM's structured outputs (api.structured; at most one constraint per request)
+    structured_outputs: dict[str, Any] | None = Field(
+        None, description="vLLM extra: one of json (a JSON schema), regex, choice, grammar (EBNF or Lark), "
+                          "json_object; with disable_any_whitespace.")
+    guided_json: dict[str, Any] | str | None = Field(None, description="vLLM extra (older name): a JSON schema.")
+    guided_regex: str | None = Field(None, description="vLLM extra (older name): a regex the output matches.")
+    guided_choice: list[str] | None = Field(None, description="vLLM extra (older name): the output is one of these.")
+    guided_grammar: str | None = Field(None, description="vLLM extra (older name): an EBNF or Lark grammar.")
 
 
 class ChatCompletionRequest(SamplingFields):

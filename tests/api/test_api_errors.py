@@ -83,7 +83,7 @@ def test_last_used_at_is_recorded(api, tenant, make_key, fake_engine):
     ("model", "terse\u0000", "model"),  # PostgreSQL cannot compare it: a 400, not a 503
     ("top_logprobs", 30, "top_logprobs"),
     ("tools", [{"type": "function", "function": {"name": "f"}}], "tools"),
-    ("response_format", {"type": "json_object"}, "response_format"),
+    ("response_format", {"type": "xml"}, "response_format.type"),
     ("logit_bias", {"42": 101}, "logit_bias"),
     ("logit_bias", {"abc": 1}, "logit_bias"),
     ("prompt_logprobs", 1, "prompt_logprobs"),
