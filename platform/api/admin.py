@@ -1,10 +1,10 @@
 """API keys and usage in the admin site, scoped to the tenants a tenant admin administers."""
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 
 from api import services
 from api.models import ApiKey, ApiUsage
+from tenants.models import Membership
 from tenants.admin.scoping import ReadOnlyAdmin, TenantScopedAdmin, adopt
 
 
@@ -40,13 +40,22 @@ class ApiKeyAdmin(TenantScopedAdmin):
                 memberships__tenant__in=self.admin_tenants(request)).distinct().order_by("username")
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def save_model(self, request, obj, form, change):
-        try:
-            self._save(request, obj, change)
-        except ValidationError as exc:  # the owner is not a member of the key's tenant
-            self.message_user(request, " ".join(exc.messages), messages.ERROR)
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
 
-    def _save(self, request, obj, change):
+        class OwnerCheckedForm(form):
+            def clean(self):
+                data = super().clean()
+                tenant = data.get("tenant") or (obj.tenant if obj else None)
+                owner = data.get("owner")
+                if owner is not None and tenant is not None and not Membership.objects.filter(
+                        tenant=tenant, user=owner).exists():
+                    self.add_error("owner", f"{owner.get_username()} is not a member of {tenant.slug}.")
+                return data
+
+        return OwnerCheckedForm
+
+    def save_model(self, request, obj, form, change):
         if change:
             services.update_api_key(obj, actor=request.user, name=obj.name, rpm_limit=obj.rpm_limit,
                                     tpm_limit=obj.tpm_limit, owner=obj.owner)

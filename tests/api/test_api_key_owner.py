@@ -84,3 +84,27 @@ def test_create_api_key_names_an_owner(tenant, bob, capsys):
     assert ApiKey.objects.get(name="bob's laptop").owner == bob
     with pytest.raises(CommandError, match="No user"):
         call_command("create_api_key", "acme", "x", "--owner", "nobody")
+
+
+def test_the_admin_sets_an_owner_among_the_tenants_members(tenant, other_tenant, bob, make_user):
+    from django.test import Client
+
+    admin = make_user("ann")
+    services.add_member(tenant, admin, role="admin")
+    outsider = make_user("otto")
+    services.add_member(other_tenant, outsider)
+    client = Client()
+    client.force_login(admin)
+    page = client.get("/admin/api/apikey/add/").content.decode()
+    assert f'value="{bob.pk}"' in page and "otto" not in page
+    form = {"tenant": tenant.pk, "name": "bob's key", "owner": bob.pk, "rpm_limit": "", "tpm_limit": ""}
+    assert client.post("/admin/api/apikey/add/", form).status_code == 302
+    assert ApiKey.objects.get(name="bob's key").owner == bob
+    refused = client.post("/admin/api/apikey/add/", {**form, "name": "otto's", "owner": outsider.pk})
+    assert refused.status_code == 200 and not ApiKey.objects.filter(name="otto's").exists()
+    root = make_user("root")
+    root.is_superuser = root.is_staff = True
+    root.save()
+    client.force_login(root)
+    refused = client.post("/admin/api/apikey/add/", {**form, "name": "otto's", "owner": outsider.pk})
+    assert "otto is not a member of acme" in refused.content.decode()

@@ -52,8 +52,8 @@ def test_nothing_of_another_tenant_is_reachable(tenant, other_tenant, tenant_adm
     client = _client(tenant_admin)
     for url in (f"/console/acme/people/{theirs.pk}/offboard/", f"/console/acme/people/{theirs.pk}/role/",
                 f"/console/acme/people/{theirs.pk}/reactivate/", f"/console/globex/people/{theirs.pk}/offboard/",
-                f"/console/acme/people/invitations/{invitation.pk}/revoke/"):
-        assert client.post(url, {"role": "admin"}).status_code == 404, url
+                f"/console/acme/people/invitations/{invitation.pk}/revoke/", "/console/globex/people/invite/"):
+        assert client.post(url, {"role": "admin", "email": "x@y.example"}).status_code == 404, url
     outsider.refresh_from_db()
     theirs.refresh_from_db()
     assert outsider.is_active and theirs.role == "member" and Invitation.objects.filter(pk=invitation.pk).exists()
