@@ -101,11 +101,12 @@ def _take_up(invitation: Invitation, user, *, how: str) -> Membership:
 
 
 @transaction.atomic
-def claim_reserved(user) -> list[Membership]:
-    """At a single sign-on login: take up every open invitation whose e-mail (or, failing that, whose
-    username) is the user's, as the directory or provider gave them. Returns the memberships made."""
+def claim_reserved(user, *, by_email: bool = True) -> list[Membership]:
+    """At a single sign-on login: take up every open invitation whose username or e-mail is the user's,
+    as the directory or provider gave them (the e-mail only when `by_email`: a provider that says the
+    address is unverified does not get it matched). Returns the memberships made."""
     match = Q(username__iexact=user.get_username())
-    if user.email:
+    if user.email and by_email:
         match |= Q(email__iexact=user.email)
     invitations = (Invitation.objects.select_for_update().select_related("tenant")
                    .filter(match, accepted_at=None, expires_at__gt=timezone.now(), tenant__is_active=True))

@@ -47,8 +47,9 @@ def wanted_roles(source: str, groups) -> tuple[dict[int, str], set[int]]:
 
 
 @transaction.atomic
-def apply_group_mappings(user, source: str, groups) -> MappingResult:
-    """Make `user`'s memberships of the tenants `source` manages match `groups`; audit the login."""
+def apply_group_mappings(user, source: str, groups, *, email_verified: bool = True) -> MappingResult:
+    """Make `user`'s memberships of the tenants `source` manages match `groups`, take up the
+    invitations naming them (by e-mail only when `email_verified`); audit the login."""
     if source not in Source.values:
         raise ValueError(f"unknown single sign-on source {source!r}")
     groups = sorted({str(g) for g in groups})
@@ -67,7 +68,7 @@ def apply_group_mappings(user, source: str, groups) -> MappingResult:
         if (membership is None or membership.role != role) and mapping.tenant.slug not in result.granted:
             services.add_member(mapping.tenant, user, role=role)
             result.granted[mapping.tenant.slug] = role
-    for membership in claim_reserved(user):
+    for membership in claim_reserved(user, by_email=email_verified):
         result.granted.setdefault(membership.tenant.slug, membership.role)
     audit.record("sso.login", actor=user, instance=user, after={
         "source": source, "groups": groups, "granted": result.granted, "withdrawn": sorted(result.withdrawn)})

@@ -183,3 +183,16 @@ def test_an_admin_cannot_offboard_themselves(tenant, tenant_admin):
     _client(tenant_admin).post(f"/console/acme/people/{own.pk}/offboard/")
     tenant_admin.refresh_from_db()
     assert tenant_admin.is_active and Membership.objects.filter(pk=own.pk).exists()
+
+
+def test_an_unverified_email_takes_up_no_invitation(tenant, make_user):
+    from sso.oidc import email_verified
+
+    people.invite(tenant, email="kai@corp.example")
+    kai = make_user("kai", email="kai@corp.example")
+    assert not email_verified({"email_verified": False}) and not email_verified({"email_verified": "false"})
+    assert email_verified({}) and email_verified({"email_verified": True})
+    apply_group_mappings(kai, Source.OIDC, [], email_verified=False)
+    assert not kai.memberships.exists()
+    apply_group_mappings(kai, Source.OIDC, [], email_verified=True)
+    assert kai.memberships.get().tenant == tenant
