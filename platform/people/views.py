@@ -60,13 +60,14 @@ def _membership(tenant: Tenant, membership_id: int) -> Membership:
     return get_object_or_404(Membership.objects.select_related("user", "tenant"), pk=membership_id, tenant=tenant)
 
 
-def _run(request, tenant: Tenant, action, *args, success: str):
+def _run(request, tenant: Tenant, action, *args, success):
+    """Call a service as the admin; `success(result)` is the message. A refusal is shown as an error."""
     try:
         result = action(*args, actor=request.user)
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:
-        messages.success(request, success.format(result=result))
+        messages.success(request, success(result))
     return redirect("people:people", slug=tenant.slug)
 
 
@@ -80,7 +81,7 @@ def change_role(request, tenant: Tenant, membership_id: int):
         return redirect("people:people", slug=tenant.slug)
     role = form.cleaned_data["role"]
     return _run(request, tenant, services.change_role, membership, role,
-                success=f"{membership.user.get_username()} is now {Membership.Role(role).label.lower()}.")
+                success=lambda m: f"{m.user.get_username()} is now {m.get_role_display().lower()}.")
 
 
 @require_POST
@@ -88,8 +89,9 @@ def change_role(request, tenant: Tenant, membership_id: int):
 def offboard(request, tenant: Tenant, membership_id: int):
     membership = _membership(tenant, membership_id)
     name = membership.user.get_username()
-    return _run(request, tenant, services.offboard, membership,
-                success=f"{name}: {{result}} (their sessions and open chats on this tenant are closed).")
+    outcomes = {services.DEACTIVATED: f"{name}: deactivated (every session ended, open chats closed).",
+                services.REMOVED: f"{name}: removed from {tenant.name} (their open chats here closed)."}
+    return _run(request, tenant, services.offboard, membership, success=outcomes.get)
 
 
 @require_POST
@@ -97,7 +99,7 @@ def offboard(request, tenant: Tenant, membership_id: int):
 def reactivate(request, tenant: Tenant, membership_id: int):
     membership = _membership(tenant, membership_id)
     return _run(request, tenant, services.reactivate, membership,
-                success=f"{membership.user.get_username()} can sign in again.")
+                success=lambda _: f"{membership.user.get_username()} can sign in again.")
 
 
 @require_POST
