@@ -11,7 +11,7 @@ from datetime import date, datetime
 from django.db.models import Count, QuerySet
 
 from chat.errors import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, ChatAccessError
-from chat.models import Conversation, Message
+from chat.models import Conversation, Feedback, Message
 from pagoda import daily
 from tenants.models import Tenant
 
@@ -30,6 +30,19 @@ def conversation_for_user(user, conversation_id: int) -> Conversation | None:
 
 def messages(conversation: Conversation) -> QuerySet[Message]:
     return Message.objects.filter(conversation=conversation).order_by("created_at", "id")
+
+
+def reply_for_user(user, conversation_id: int, message_id: int) -> Message | None:
+    """An assistant reply of the user's conversation (as conversation_for_user decides); else None."""
+    conversation = conversation_for_user(user, conversation_id)
+    if conversation is None:
+        return None
+    return Message.objects.filter(pk=message_id, conversation=conversation, role=Message.Role.ASSISTANT).first()
+
+
+def feedback_by_message(user, message_ids: list[int]) -> dict[int, Feedback]:
+    """The user's feedback on these messages, by message id."""
+    return {f.message_id: f for f in Feedback.objects.filter(user=user, message_id__in=message_ids)}
 
 
 def conversation_for_socket(user, conversation_id: int) -> Conversation:
