@@ -40,6 +40,9 @@ class Message(models.Model):
         ERROR = "error", "Error"
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    # The message this one follows (chat.branches): a reply's user message, a user message's reply before
+    # it. Siblings are regenerated replies or edited messages; null for a first message (and its edits).
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.TextField(blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)

@@ -29,7 +29,8 @@ def _page(request, tenants, conversations, conversation: Conversation | None):
         "tenants": tenants,
         "conversations": conversations,
         "conversation": conversation,
-        "thread": _with_feedback(request.user, selectors.thread(conversation, stale_cutoff)) if conversation else [],
+        # every branch's messages: the page shows the current branch and pages through the others
+        "thread": _with_feedback(request.user, selectors.page_messages(conversation, stale_cutoff)) if conversation else [],
         "profiles": profiles,
         "selected_profile": selected,
         "show_tenant": len(tenants) > 1,
@@ -48,9 +49,8 @@ def _page(request, tenants, conversations, conversation: Conversation | None):
 
 def _with_feedback(user, thread: list) -> list:
     """The thread, each reply carrying `feedback_rating` ("up" / "down" / None) and `feedback_comment`."""
-    shown = [v for m in thread for v in (*getattr(m, "earlier_versions", ()), m)]
-    given = selectors.feedback_by_message(user, [m.pk for m in shown])
-    for message in shown:
+    given = selectors.feedback_by_message(user, [m.pk for m in thread])
+    for message in thread:
         feedback = given.get(message.pk)
         message.feedback_rating = chat_feedback.rating_name(feedback.rating) if feedback else None
         message.feedback_comment = feedback.comment if feedback else ""
