@@ -37,6 +37,8 @@ def test_a_rating_is_saved_changed_and_taken_back(client, member, conversation):
     assert (row.message_id, row.user_id, row.rating, row.comment) == (reply.pk, member.pk, -1, "틀린 날짜를 말했어요")
     page = client.get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
     assert 'data-feedback="down" data-feedback-comment="틀린 날짜를 말했어요"' in page
+    exported = client.get(reverse("governance:export_one", args=[conversation.pk])).json()
+    assert exported["conversations"][0]["messages"][1]["feedback"] == {"rating": "down", "comment": "틀린 날짜를 말했어요"}
     cleared = client.post(_url(reply), {"rating": ""}, **JSON)
     assert cleared.json() == {"message_id": reply.pk, "rating": None, "comment": ""}
     assert not Feedback.objects.exists()
