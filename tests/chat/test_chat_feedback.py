@@ -150,3 +150,15 @@ def test_the_console_shows_reply_quality_to_the_tenant_admin(client, rated_tenan
     section = html[html.index('id="reply-quality"'):html.index("Sampling profiles</h2>")]
     assert "v2 (active)" in section and "<b>100%</b>" in section and "<b>50%</b>" in section
     assert "40 tokens" in section and "200 ms" in section and "<b>67%</b>" in section
+
+
+def test_the_admin_lists_comments_of_the_admins_tenants_only(client, tenant, other_tenant, member, make_user,
+                                                             conversation):
+    Feedback.objects.create(message=_reply(conversation), user=member, rating=-1, comment="acme: wrong date")
+    foreign = history.create_conversation(other_tenant, make_user("outsider", other_tenant))
+    Feedback.objects.create(message=_reply(foreign), user=foreign.user, rating=-1, comment="globex: secret")
+    admin = make_user("boss")
+    services.add_member(tenant, admin, role=Membership.Role.ADMIN)
+    client.force_login(admin)
+    page = client.get(reverse("admin:chat_feedback_changelist")).content.decode()
+    assert "acme: wrong date" in page and "globex: secret" not in page
