@@ -143,8 +143,9 @@ def test_the_console_counts_the_thumbs(engine_server, tmp_path):
 
     with browser_page(DESKTOP, timeout_ms=20_000) as page:
         log_in(page, engine_server, "desk_en", PASSWORD)
-        page.locator(".msg-assistant:not([hidden])").first.locator(".thumb-up").click()
-        expect(page.locator(".feedback-status").first).not_to_have_text("")
+        reply = page.locator(".msg-assistant:not([hidden])").first
+        reply.locator(".thumb-down").click()
+        expect(reply.locator(".thumb-down")).to_have_attribute("aria-pressed", "true")
         page.goto(engine_server + "/console/acme/")
         row = page.locator("#reply-quality table").first.locator("tbody tr").first
         expect(row.locator("td").first).to_contain_text("v1 (active)")

@@ -78,6 +78,8 @@
       article.dataset.feedback = data.rating || "";
       article.dataset.feedbackComment = data.comment || "";
       status.textContent = data.rating ? T.feedback_thanks : "";
+      clearTimeout(status.timer);
+      status.timer = setTimeout(() => { status.textContent = ""; }, 4000);
       show(article);
       return data;
     }).catch((error) => { status.textContent = error.message; throw error; });
