@@ -69,17 +69,22 @@ class ChatCompletionRequest(SamplingFields):
     tool_choice: Any = None
     functions: list[Any] | None = None
     response_format: dict[str, Any] | None = None
-    prompt_logprobs: int | None = Field(None, description="vLLM extra: refused (no prompt log-probabilities).")
+    prompt_logprobs: int | None = Field(None, description="vLLM extra, in [0, 20]: the prompt tokens' "
+                                                          "log-probabilities (top-level `prompt_logprobs`); "
+                                                          "not with stream.")
 
 
 class CompletionRequest(SamplingFields):
     prompt: str | list[str] | list[int] = Field(description="Text, a list of one text, or token ids.")
     logprobs: int | None = Field(None, description="In [0, 20]: log-probabilities of the k likeliest tokens.")
     echo: bool | None = Field(None, description="Put the prompt (your text, without the tenant's system "
-                                                "prompt) before each choice's text; not with logprobs.")
+                                                "prompt) before each choice's text; with logprobs, its tokens "
+                                                "are scored too; with max_tokens 0, only the prompt comes back.")
     best_of: int | None = Field(None, description="Refused unless 1: use n.")
     suffix: str | None = Field(None, description="Refused (no fill-in-the-middle).")
-    prompt_logprobs: int | None = Field(None, description="vLLM extra: refused (no prompt log-probabilities).")
+    prompt_logprobs: int | None = Field(None, description="vLLM extra, in [0, 20]: the prompt tokens' "
+                                                          "log-probabilities (`choices[i].prompt_logprobs`); "
+                                                          "not with stream.")
 
 
 class TokenizeRequest(RequestModel):
@@ -170,8 +175,8 @@ class ChatCompletionChunk(Schema):
 
 class CompletionLogprobs(Schema):
     tokens: list[str]
-    token_logprobs: list[float]
-    top_logprobs: list[dict[str, float]]
+    token_logprobs: list[float | None] = Field(description="null for an echoed prompt's first token.")
+    top_logprobs: list[dict[str, float] | None]
     text_offset: list[int]
 
 

@@ -62,6 +62,22 @@ def test_chat_options_reach_the_template(tiny):
         tiny.chat(conversation, params, continue_final_message=True)  # with add_generation_prompt
 
 
+def test_a_chat_batch_script_runs_as_written_for_vllm(tiny):
+    conversations = [
+        [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Name a colour."}],
+        [{"role": "user", "content": "Count to three."}, {"role": "assistant", "content": "One, two,"}],
+    ]
+    params = [SamplingParams(max_tokens=4, **GREEDY), SamplingParams(max_tokens=6, **GREEDY)]
+    outputs = tiny.chat(conversations[:1], params[:1], use_tqdm=True, chat_template_kwargs={"enable_thinking": False})
+    outputs += tiny.chat(conversations[1:], params[1:], add_generation_prompt=False, continue_final_message=True)
+    for output, conversation, p in zip(outputs, conversations, params):
+        assert len(output.outputs[0].token_ids) == p.max_tokens
+        assert output.metrics.num_generation_tokens == p.max_tokens
+    assert outputs[1].prompt.endswith("One, two,")
+    both = tiny.chat(conversations[:1] * 2, params[0])  # one SamplingParams for the whole batch
+    assert ids_of(both) == ids_of(outputs[:1]) * 2
+
+
 # --- SamplingParams: token rules ---
 def test_logit_bias_and_allowed_token_ids_steer_sampling(tiny):
     biased = tiny.generate(["Once"], SamplingParams(max_tokens=6, logit_bias={777: 100}, **GREEDY))[0]
