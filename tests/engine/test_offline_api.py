@@ -142,8 +142,9 @@ def test_unsupported_constructor_options_are_value_errors(tiny_llama_path, kwarg
     assert not isinstance(refused.value, TypeError) and str(refused.value)
 
 
-@pytest.mark.parametrize("dtype", ["half", torch.float16, "float", torch.float32])
-def test_dtype_takes_vllm_names_and_torch_dtypes(tiny_llama_path, dtype):
+@pytest.mark.parametrize("dtype, name", [("half", "float16"), (torch.float16, "float16"), ("float", "float32"),
+                                         (torch.float32, "float32"), (torch.bfloat16, "bfloat16")])
+def test_dtype_takes_vllm_names_and_torch_dtypes(tiny_llama_path, dtype, name):
     llm = LLM(model=str(tiny_llama_path), progress=False, device="cpu", dtype=dtype, num_kv_blocks=8,
               tokenizer=str(tiny_llama_path), trust_remote_code=False, kv_cache_dtype="auto")
-    assert llm.engine.config.dtype == ("float16" if "16" in str(dtype) or dtype == "half" else "float32")
+    assert llm.engine.config.dtype == name
