@@ -76,6 +76,12 @@ def _sampling_overrides(body: SamplingFields, max_tokens: int | None) -> dict:
     return {name: getattr(body, name) for name in fields} | {"max_tokens": max_tokens}
 
 
+def _vllm_extras(body: SamplingFields, prompt_logprobs: int | None) -> dict:
+    """vLLM's extra SamplingParams fields a request may set (None keeps the profile's value)."""
+    fields = ("stop_token_ids", "include_stop_str_in_output", "skip_special_tokens", "bad_words", "allowed_token_ids")
+    return {name: getattr(body, name) for name in fields} | {"prompt_logprobs": prompt_logprobs}
+
+
 def _num_choices(body: SamplingFields) -> int:
     n = 1 if body.n is None else body.n
     if not 1 <= n <= MAX_CHOICES:
@@ -256,7 +262,7 @@ def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan
         yield fmt.SSE_DONE
 
     return Plan(
-        overrides=_sampling_overrides(body, max_tokens) | {"prompt_logprobs": body.prompt_logprobs},
+        overrides=_sampling_overrides(body, max_tokens) | _vllm_extras(body, body.prompt_logprobs),
         logprobs=logprobs,
         encode=prefix.measuring(lambda engine, system_prompt: chat_prompt_ids(engine, system_prompt, body.messages)),
         param_names={"prompt": "messages", "logprobs": "top_logprobs",
@@ -358,7 +364,7 @@ def _completion_plan(call: ApiCall, body: CompletionRequest, created: int) -> Pl
 
     return Plan(
         overrides=_sampling_overrides(body, 1 if echo_only else body.max_tokens)
-        | {"prompt_logprobs": max(wanted) if wanted else None},
+        | _vllm_extras(body, max(wanted) if wanted else None),
         logprobs=body.logprobs,
         encode=prefix.measuring(lambda engine, system_prompt: completion_prompt_ids(engine, system_prompt, prompt)),
         param_names={"prompt": "prompt"},

@@ -58,6 +58,11 @@ class SamplingFields(RequestModel):
     ignore_eos: bool | None = Field(None, description="vLLM extra: keep generating past end-of-sequence.")
     logit_bias: dict[str, float] | None = Field(
         None, description="Token id (as a string) -> bias in [-100, 100], added to its logit before sampling.")
+    stop_token_ids: list[int] | None = Field(None, description="vLLM extra: token ids that end the completion.")
+    include_stop_str_in_output: bool | None = Field(None, description="vLLM extra: keep the stop string.")
+    skip_special_tokens: bool | None = Field(None, description="vLLM extra: leave special tokens out of the text.")
+    bad_words: list[str] | None = Field(None, description="vLLM extra: words never generated.")
+    allowed_token_ids: list[int] | None = Field(None, description="vLLM extra: sample only these token ids.")
 
 
 class ChatCompletionRequest(SamplingFields):
