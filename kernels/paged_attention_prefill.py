@@ -33,7 +33,6 @@ class PrefillConfig:
     block_n: int  # keys per inner-loop iteration
     num_warps: int
     num_stages: int
-    prefetch: bool = True  # split kernel: next K/V tile into registers by hand (False: Triton's pipeliner)
 
 
 def prefill_config(head_dim: int, dtype: torch.dtype, gqa_pad: int, max_q_len: int) -> PrefillConfig:

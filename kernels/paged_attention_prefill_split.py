@@ -32,7 +32,7 @@ def prefill_split_config(head_dim: int, dtype: torch.dtype, gqa_pad: int, max_q_
     block_m = max(gqa_pad, 16, min(64, rows))
     block_n = 32 if element_size * head_dim > 256 else 64  # fp32 D=128 or D=256: smaller K/V tiles
     # One stage: the kernel prefetches its next K/V tile into registers itself. Triton's pipeliner
-    # instead (prefetch=False, cp.async through shared memory) measured slower on an H200: 18.8 (2
+    # instead (a plain loop, cp.async through shared memory) measured slower on an H200: 18.8 (2
     # stages) and 19.7 (3) against 16.5 us per layer with the merge (python -m benchmarks.kernels --only prefix).
     return PrefillConfig(block_m=block_m, block_n=block_n, num_warps=4, num_stages=1)
 
@@ -182,7 +182,6 @@ def _prefill_split_kernel(
     SPLIT_K: tl.constexpr,  # num_splits > 1: write partials for the merge kernel
     SLIDING: tl.constexpr,  # a sliding-window layer (else every earlier key is seen)
     DOT_PRECISION: tl.constexpr,
-    PREFETCH: tl.constexpr,  # next K/V tile loaded into registers by hand (else by Triton's pipeliner)
 ):
     BLOCK_Q: tl.constexpr = BLOCK_M // GQA_PAD  # tokens per tile
     # pid = ((seq * num_splits + split) * Hkv + kv_head) * num_q_tiles + q_tile: the query tiles (and
@@ -245,11 +244,11 @@ def _prefill_split_kernel(
     else:
         full_lo = lo
     mid = full_lo + tl.maximum(tl.minimum(hi, ctx_len + tok_start + 1) - full_lo, 0) // BLOCK_N * BLOCK_N
-    if PREFETCH and mid > full_lo:
+    if mid > full_lo:
         # Software-pipelined by hand: the next tile's K/V loads are issued before this tile's dots,
-        # so their latency hides behind the compute (faster on an H200 than Triton's pipeliner, the
-        # branch below; see prefill_split_config). The last iteration reloads its own tile, an L2
-        # hit, instead of branching.
+        # so their latency hides behind the compute (faster on an H200 than Triton's pipeliner; see
+        # prefill_split_config). The last iteration reloads its own tile, an L2 hit, instead of
+        # branching.
         kv_offs = _full_tile_offsets(bt_row_ptr, full_lo, kv_head_off, stride_cache_block, stride_cache_slot,
                                      BLOCK_SIZE, HEAD_DIM, BLOCK_N)
         k = tl.load(k_cache_ptr + kv_offs)
@@ -262,13 +261,6 @@ def _prefill_split_kernel(
             acc, m_i, l_i = _full_tile_step(q, k, v, acc, m_i, l_i, qk_scale, DOT_PRECISION)
             k = k_next
             v = v_next
-    elif mid > full_lo:  # plain loop: Triton's pipeliner stages the loads through shared memory
-        for start in range(full_lo, mid, BLOCK_N):
-            kv_offs = _full_tile_offsets(bt_row_ptr, start, kv_head_off, stride_cache_block, stride_cache_slot,
-                                         BLOCK_SIZE, HEAD_DIM, BLOCK_N)
-            k = tl.load(k_cache_ptr + kv_offs)
-            v = tl.load(v_cache_ptr + kv_offs)
-            acc, m_i, l_i = _full_tile_step(q, k, v, acc, m_i, l_i, qk_scale, DOT_PRECISION)
     for start in range(mid, hi, BLOCK_N):
         acc, m_i, l_i = _masked_tile_step(
             q, acc, m_i, l_i, start, hi, query_pos, window, k_cache_ptr, v_cache_ptr, bt_row_ptr, kv_head_off,
@@ -433,7 +425,6 @@ def paged_attention_prefill_split(
         SPLIT_K=num_splits > 1,
         SLIDING=window is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        PREFETCH=cfg.prefetch,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )

@@ -82,7 +82,6 @@ def _launch_all() -> None:
             kernels.paged_attention_prefill_split(q, cache, cache, tables, cu, seq_lens, 0.1, max_q_len, num_splits,
                                                   window=4096)
         key = torch.zeros(4, num_kv_heads, head_dim, dtype=bf16)
-        kernels.write_kv_cache(key, key, cache, cache, torch.zeros(4, dtype=torch.int64))
         kernels.apply_rotary(q, key, torch.zeros(4, dtype=torch.int64), torch.zeros(8, head_dim))
         kernels.apply_rotary_and_write_kv(q, key, key, torch.zeros(4, dtype=torch.int64), torch.zeros(8, head_dim),
                                           cache, cache, torch.zeros(4, dtype=torch.int64))

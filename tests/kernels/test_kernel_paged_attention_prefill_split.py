@@ -62,8 +62,8 @@ def test_split_sliding_window_matches_ref(block_size, num_kv_heads, gqa, num_spl
 
 @pytest.mark.parametrize(
     "config",
-    [PrefillConfig(16, 16, 4, 1), PrefillConfig(64, 16, 4, 1), PrefillConfig(32, 32, 4, 3, prefetch=False)],
-    ids=lambda c: f"bm{c.block_m}-bn{c.block_n}-{'prefetch' if c.prefetch else 'pipelined'}",
+    [PrefillConfig(16, 16, 4, 1), PrefillConfig(64, 16, 4, 1), PrefillConfig(32, 32, 4, 1)],
+    ids=lambda c: f"bm{c.block_m}-bn{c.block_n}",
 )
 @pytest.mark.parametrize("window", [3, 100])
 @pytest.mark.parametrize("num_splits", [1, 16])
@@ -104,8 +104,8 @@ def test_split_graph_bounds(poison_empty):
 @pytest.mark.parametrize(
     "config",
     [PrefillConfig(16, 16, 4, 1), PrefillConfig(32, 32, 4, 2), PrefillConfig(128, 64, 8, 3),
-     PrefillConfig(32, 32, 4, 3, prefetch=False), PrefillConfig(64, 16, 4, 2, prefetch=False)],
-    ids=lambda c: f"bm{c.block_m}-bn{c.block_n}-{'prefetch' if c.prefetch else 'pipelined'}",
+     PrefillConfig(64, 16, 4, 1)],
+    ids=lambda c: f"bm{c.block_m}-bn{c.block_n}",
 )
 def test_split_tile_sizes(config, poison_empty):
     kv, q, cu, max_q_len = _split_case([(45, 260), (3, 3), (20, 97)], 16, 2, 4, 64, torch.float32)
