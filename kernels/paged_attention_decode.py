@@ -15,7 +15,14 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_paged_attention_inputs, check_window, num_sms
-from kernels._paged import LOG2E, merge_split_partials, paged_kv_tile_offsets
+from kernels._paged import (
+    LOG2E,
+    merge_split_partials,
+    online_softmax_weights,
+    paged_kv_tile_offsets,
+    paged_strides,
+    split_partials,
+)
 
 MAX_SPLITS = 64
 MIN_KEYS_PER_SPLIT = 128  # below this the merge costs more than the extra parallelism gains
@@ -128,10 +135,7 @@ def _decode_split_kernel(
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_G, BLOCK_N]
         s = tl.where(mask_n[None, :], s, float("-inf"))
         # The first key of every non-empty range is valid, so m_new is finite from the first tile on.
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        p, alpha, m_new, l_i = online_softmax_weights(s, m_i, l_i, False)
         # Masked V rows load as 0: unused slots may hold anything, even NaN, and 0 * NaN is NaN.
         v = tl.load(v_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
@@ -219,12 +223,7 @@ def paged_attention_decode(
         raise ValueError(f"num_splits must be in [1, {MAX_SPLITS}], got {num_splits}")
     cfg = config or decode_config(head_dim, q.dtype)
 
-    if num_splits > 1:
-        part_acc = torch.empty(batch, num_q_heads, num_splits, head_dim, dtype=torch.float32, device=q.device)
-        part_max = torch.empty(batch, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
-        part_sum = torch.empty(batch, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
-    else:  # not touched when SPLIT_K is off; any tensor will do
-        part_acc = part_max = part_sum = out
+    part_acc, part_max, part_sum = split_partials(batch, num_q_heads, num_splits, head_dim, out)
     _decode_split_kernel[(num_kv_heads, batch, num_splits)](
         q,
         k_cache,
@@ -239,14 +238,7 @@ def paged_attention_decode(
         window or 0,
         num_q_heads,
         num_splits,
-        q.stride(0),
-        q.stride(1),
-        out.stride(0),
-        out.stride(1),
-        block_tables.stride(0),
-        k_cache.stride(0),
-        k_cache.stride(1),
-        k_cache.stride(2),
+        *paged_strides(q, out, block_tables, k_cache),
         GQA=gqa,
         BLOCK_G=max(16, triton.next_power_of_2(gqa)),
         HEAD_DIM=head_dim,

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_paged_attention_inputs, check_window
-from kernels._paged import LOG2E, paged_kv_tile_offsets
+from kernels._paged import LOG2E, online_softmax_weights, paged_kv_tile_offsets, paged_strides, visible_keys
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,14 @@ def prefill_config(head_dim: int, dtype: torch.dtype, gqa_pad: int, max_q_len: i
     num_warps = 8 if block_m >= 128 else 4
     # 3 stages: K/V double-buffered and the block-id gather prefetched (Triton 3.6 pipeliner).
     return PrefillConfig(block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=3)
+
+
+def check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out, window) -> None:
+    """The checks of both prefill launchers (this one and the split one)."""
+    check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out, cu_seqlens_q=cu_seqlens_q)
+    check_window(window)
+    if cu_seqlens_q.shape != (seq_lens.shape[0] + 1,):
+        raise ValueError(f"cu_seqlens_q has shape {tuple(cu_seqlens_q.shape)}, expected ({seq_lens.shape[0] + 1},)")
 
 
 @triton.jit
@@ -155,21 +163,10 @@ def _prefill_kernel(
         )
         k = tl.load(k_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
-        visible = (pos[None, :] <= query_pos[:, None]) & mask_n[None, :]
-        if SLIDING:
-            visible = visible & (pos[None, :] > query_pos[:, None] - window)
-        s = tl.where(visible, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        if SLIDING:
-            # A row whose window starts past this tile has seen no key yet: its max stays -inf, and 0
-            # is subtracted instead, so alpha and p are 0, not NaN.
-            m_sub = tl.where(m_new > float("-inf"), m_new, 0.0)
-        else:
-            # Key 0 is visible to every row, so after the first tile m_new is finite for all rows.
-            m_sub = m_new
-        alpha = tl.exp2(m_i - m_sub)
-        p = tl.exp2(s - m_sub[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        s = tl.where(visible_keys(pos, mask_n, query_pos, window, SLIDING), s, float("-inf"))
+        # Without a window key 0 is visible to every row, so after the first tile every max is finite;
+        # with one, a row whose window starts past this tile has seen no key yet.
+        p, alpha, m_new, l_i = online_softmax_weights(s, m_i, l_i, SLIDING)
         v = tl.load(v_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
@@ -200,10 +197,7 @@ def paged_attention_prefill(
     cu_seqlens_q[B] are not written. window: a sliding-window layer's window (query at p sees keys
     p - window + 1 .. p); None: every key up to p. out: optional preallocated output.
     """
-    check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out, cu_seqlens_q=cu_seqlens_q)
-    check_window(window)
-    if cu_seqlens_q.shape != (seq_lens.shape[0] + 1,):
-        raise ValueError(f"cu_seqlens_q has shape {tuple(cu_seqlens_q.shape)}, expected ({seq_lens.shape[0] + 1},)")
+    check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out, window)
     num_tokens, num_q_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     batch = seq_lens.shape[0]
@@ -229,14 +223,7 @@ def paged_attention_prefill(
         scale * LOG2E,
         window or 0,
         batch,
-        q.stride(0),
-        q.stride(1),
-        out.stride(0),
-        out.stride(1),
-        block_tables.stride(0),
-        k_cache.stride(0),
-        k_cache.stride(1),
-        k_cache.stride(2),
+        *paged_strides(q, out, block_tables, k_cache),
         GQA=gqa,
         GQA_PAD=gqa_pad,
         HEAD_DIM=head_dim,

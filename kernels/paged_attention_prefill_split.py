@@ -14,9 +14,18 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_paged_attention_inputs, check_window, num_sms
-from kernels._paged import LOG2E, paged_kv_tile_offsets, split_key_range
-from kernels.paged_attention_prefill import PrefillConfig, _load_query_tile, _store_out_tile
+from kernels._checks import num_sms
+from kernels._paged import (
+    LOG2E,
+    kv_slot_offsets,
+    online_softmax_weights,
+    paged_kv_tile_offsets,
+    paged_strides,
+    split_key_range,
+    split_partials,
+    visible_keys,
+)
+from kernels.paged_attention_prefill import PrefillConfig, _load_query_tile, _store_out_tile, check_prefill_inputs
 
 SPLIT_MAX_Q_LEN = 128  # longer chunks have enough query tiles for the kernel above (and PrefillGraphs' top size)
 SPLIT_MAX_SPLITS = 64
@@ -76,25 +85,15 @@ def _full_tile_offsets(
 ):
     """Cache offsets [BLOCK_N, D] of keys start .. start + BLOCK_N - 1, all of which exist (no mask)."""
     pos = start + tl.arange(0, BLOCK_N)
-    block_ids = tl.load(bt_row_ptr + pos // BLOCK_SIZE).to(tl.int64)
-    row = block_ids * stride_cache_block + (pos % BLOCK_SIZE).to(tl.int64) * stride_cache_slot + kv_head_off
-    return row[:, None] + tl.arange(0, HEAD_DIM)[None, :]
+    block_ids = tl.load(bt_row_ptr + pos // BLOCK_SIZE)
+    return kv_slot_offsets(block_ids, pos, kv_head_off, stride_cache_block, stride_cache_slot, BLOCK_SIZE, HEAD_DIM)
 
 
 @triton.jit
 def _online_softmax_update(s, v, acc, m_i, l_i, DOT_PRECISION: tl.constexpr, MAYBE_UNSEEN: tl.constexpr):
-    """Fold a tile's scores s [BLOCK_M, BLOCK_N] (log2 domain) and values v into (acc, max, sum).
-
-    MAYBE_UNSEEN: some row may have seen no key yet (all -inf, possible in a masked tile of the last
-    split); its max stays -inf but 0 is subtracted instead, so alpha and p are 0, not NaN."""
-    m_new = tl.maximum(m_i, tl.max(s, axis=1))
-    if MAYBE_UNSEEN:
-        m_sub = tl.where(m_new > float("-inf"), m_new, 0.0)
-    else:
-        m_sub = m_new
-    alpha = tl.exp2(m_i - m_sub)
-    p = tl.exp2(s - m_sub[:, None])
-    l_i = l_i * alpha + tl.sum(p, axis=1)
+    """Fold a tile's scores s [BLOCK_M, BLOCK_N] (log2 domain) and values v into (acc, max, sum);
+    MAYBE_UNSEEN as in online_softmax_weights."""
+    p, alpha, m_new, l_i = online_softmax_weights(s, m_i, l_i, MAYBE_UNSEEN)
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
     return acc, m_new, l_i
 
@@ -140,10 +139,7 @@ def _masked_tile_step(
     # Masked V rows load as 0: unused slots may hold anything, even NaN, and 0 * NaN is NaN.
     v = tl.load(v_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
-    visible = (pos[None, :] <= query_pos[:, None]) & mask_n[None, :]
-    if SLIDING:
-        visible = visible & (pos[None, :] > query_pos[:, None] - window)
-    s = tl.where(visible, s, float("-inf"))
+    s = tl.where(visible_keys(pos, mask_n, query_pos, window, SLIDING), s, float("-inf"))
     return _online_softmax_update(s, v, acc, m_i, l_i, DOT_PRECISION, True)
 
 
@@ -354,10 +350,7 @@ def paged_attention_prefill_split(
     [N, Hq, num_splits, D] come from the caching allocator (inside a capture: the graph's pool).
     window: as paged_attention_prefill's (None: global).
     """
-    check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out, cu_seqlens_q=cu_seqlens_q)
-    check_window(window)
-    if cu_seqlens_q.shape != (seq_lens.shape[0] + 1,):
-        raise ValueError(f"cu_seqlens_q has shape {tuple(cu_seqlens_q.shape)}, expected ({seq_lens.shape[0] + 1},)")
+    check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out, window)
     num_tokens, num_q_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     batch = seq_lens.shape[0]
@@ -385,12 +378,7 @@ def paged_attention_prefill_split(
     if num_programs >= 2**31:
         raise ValueError(f"{num_programs} programs exceed the grid limit: lower max_q_len, batch or num_splits")
 
-    if num_splits > 1:
-        part_acc = torch.empty(num_tokens, num_q_heads, num_splits, head_dim, dtype=torch.float32, device=q.device)
-        part_max = torch.empty(num_tokens, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
-        part_sum = torch.empty(num_tokens, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
-    else:  # not touched when SPLIT_K is off; any tensor will do
-        part_acc = part_max = part_sum = out
+    part_acc, part_max, part_sum = split_partials(num_tokens, num_q_heads, num_splits, head_dim, out)
     _prefill_split_kernel[(num_programs,)](
         q,
         k_cache,
@@ -408,14 +396,7 @@ def paged_attention_prefill_split(
         num_kv_heads,
         num_splits,
         num_q_tiles,
-        q.stride(0),
-        q.stride(1),
-        out.stride(0),
-        out.stride(1),
-        block_tables.stride(0),
-        k_cache.stride(0),
-        k_cache.stride(1),
-        k_cache.stride(2),
+        *paged_strides(q, out, block_tables, k_cache),
         GQA=gqa,
         GQA_PAD=gqa_pad,
         HEAD_DIM=head_dim,
