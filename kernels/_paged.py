@@ -126,10 +126,18 @@ def merge_split_partials(
     acc = tl.load(
         part_acc_ptr + (row0 + offs_s[:, None]) * HEAD_DIM + offs_d[None, :], mask=exists[:, None], other=0.0
     )  # [BLOCK_S, D]
+    return combine_splits(m, l, acc, 0)
+
+
+@triton.jit
+def combine_splits(m, l, acc, AXIS: tl.constexpr):
+    """sum_s w_s acc_s / sum_s w_s l_s, w_s = 2^(m_s - max), over the splits axis AXIS of the loaded
+    partials m, l [..., S] and acc [..., S, D] -> [..., D]. Splits with max -inf (no key) weigh 0, and
+    their sum and acc, possibly never written (NaN), are selected away."""
     live = m > float("-inf")
-    m_max = tl.max(m, axis=0)
+    m_max = tl.max(m, axis=AXIS, keep_dims=True)
     m_max = tl.where(m_max > float("-inf"), m_max, 0.0)  # every split empty: all weights 0
     w = tl.where(live, tl.exp2(m - m_max), 0.0)
-    denom = tl.sum(tl.where(live, w * l, 0.0), axis=0)
-    acc = tl.where(live[:, None], acc, 0.0)
-    return tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0.0, denom, 1.0)
+    denom = tl.sum(tl.where(live, w * l, 0.0), axis=AXIS, keep_dims=True)
+    acc = tl.where(tl.expand_dims(live, AXIS + 1), acc, 0.0)
+    return tl.sum(acc * tl.expand_dims(w, AXIS + 1), axis=AXIS) / tl.where(denom > 0.0, denom, 1.0)

@@ -17,6 +17,7 @@ import triton.language as tl
 from kernels._checks import num_sms
 from kernels._paged import (
     LOG2E,
+    combine_splits,
     kv_slot_offsets,
     online_softmax_weights,
     paged_kv_tile_offsets,
@@ -310,13 +311,7 @@ def _prefill_merge_kernel(
     acc = tl.load(
         part_acc_ptr + rows[:, :, None] * HEAD_DIM + offs_d[None, None, :], mask=exists[:, :, None], other=0.0
     )  # [HEADS, S, D]
-    live = m > float("-inf")
-    m_max = tl.max(m, axis=1)
-    m_max = tl.where(m_max > float("-inf"), m_max, 0.0)  # every split empty: all weights 0
-    w = tl.where(live, tl.exp2(m - m_max[:, None]), 0.0)
-    denom = tl.sum(tl.where(live, w * l, 0.0), axis=1)  # [HEADS]
-    acc = tl.where(live[:, :, None], acc, 0.0)
-    out = tl.sum(acc * w[:, :, None], axis=1) / tl.where(denom > 0.0, denom, 1.0)[:, None]  # [HEADS, D]
+    out = combine_splits(m, l, acc, 1)  # [HEADS, D]
     tl.store(
         out_ptr + tok.to(tl.int64) * stride_out_tok + heads[:, None] * stride_out_head + offs_d[None, :],
         out.to(out_ptr.dtype.element_ty),
