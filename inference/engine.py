@@ -80,8 +80,6 @@ class LLMEngine:
         self.model_args = model_args
         self.eos_token_ids = eos
         max_len = config.max_model_len or model_args.max_position_embeddings
-        if model_args.sliding_window:  # no sliding-window attention: stay inside the window
-            max_len = min(max_len, model_args.sliding_window)
         source = path if weights is None else weights
         if config.tensor_parallel_size > 1:  # validates the split before it starts the worker processes
             from .distributed.runner import TensorParallelRunner

@@ -96,6 +96,7 @@ class ModelRunner:
         self.cos_sin_cache = build_cos_sin_cache(args.head_dim, max_model_len, args.rope_theta,
                                                  args.rope_scaling).to(self.device)
         self.scale = 1.0 / math.sqrt(args.head_dim)
+        self.layer_windows = args.layer_windows()
         self.num_blocks = config.num_kv_blocks or self._blocks_that_fit()
         if tp is not None:  # rank 0 hands out block ids for every rank: the pool that fits on all of them
             self.num_blocks = tp.min(self.num_blocks)
@@ -246,12 +247,13 @@ class ModelRunner:
         return self.model.compute_logits(hidden[logits_indices])
 
     def step_context(self, meta: AttentionMetadata) -> StepContext:
-        """The ForwardContext of one eager step over this runner's KV caches."""
+        """The ForwardContext of one step (eager or captured) over this runner's KV caches."""
         if self.kv_dtype != self.dtype:
             from .quantization.kv_cache import Fp8KVStepContext
 
-            return Fp8KVStepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale, self.kv_scales)
-        return StepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale)
+            return Fp8KVStepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale, self.kv_scales,
+                                    self.layer_windows)
+        return StepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale, self.layer_windows)
 
     @torch.inference_mode()
     def execute(self, out: SchedulerOutput) -> list[StepResult | None]:
