@@ -65,8 +65,8 @@ SMALL = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_attentio
 SMALL_EXTRA = {
     "qwen3-8b": dict(num_hidden_layers=2),
     "qwen3-30b-a3b": dict(num_hidden_layers=2, moe_intermediate_size=32, num_experts=8, num_experts_per_tok=2),
-    "gemma3-12b": dict(num_hidden_layers=2, sliding_window=256, sliding_window_pattern=2, query_pre_attn_scalar=16),
-    "exaone4-32b": dict(num_hidden_layers=2, sliding_window=256, sliding_window_pattern=2),
+    "gemma3-12b": dict(num_hidden_layers=2, sliding_window=32, sliding_window_pattern=2, query_pre_attn_scalar=16),
+    "exaone4-32b": dict(num_hidden_layers=2, sliding_window=32, sliding_window_pattern=2),
 }
 LENGTHS = {False: (512, 128), True: (32, 8)}  # prompt, output tokens: on the card, --smoke
 
