@@ -75,8 +75,14 @@ class FakeEngine:
     def is_alive(self) -> bool:
         return True
 
-    def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
-        text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + ("<assistant>" if add_generation_prompt else "")
+    def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True,
+                    tools: list[dict] | None = None) -> list[int]:
+        """<role>content per turn, an assistant's calls as <call>name(arguments), tools first as <tools>names."""
+        head = f"<tools>{','.join(t['function']['name'] for t in tools)}" if tools else ""
+        text = head + "".join(
+            f"<{m['role']}>{m['content'] or ''}"
+            + "".join(f"<call>{c['function']['name']}({c['function']['arguments']})" for c in m.get("tool_calls", ()))
+            for m in messages) + ("<assistant>" if add_generation_prompt else "")
         return self.tokenizer.encode(text, add_special_tokens=False)
 
     def encode_system_prefix(self, system_prompt: str) -> list[int]:
