@@ -202,6 +202,9 @@ def check_history(messages: list[ChatMessage]) -> None:
     seen_ids: set[str] = set()
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
+        if message.content is None and not (message.role == "assistant" and message.tool_calls):
+            raise invalid("Each message needs `content` (null only in an assistant message with tool_calls).",
+                          f"{where}.content")
         if open_ids and message.role != "tool":
             raise invalid(f"An assistant message with tool_calls must be followed by a tool message for each "
                           f"call; no answer to {', '.join(sorted(open_ids))}.", where)
@@ -211,8 +214,6 @@ def check_history(messages: list[ChatMessage]) -> None:
             if message.tool_call_id not in open_ids:
                 known = "it was answered already" if message.tool_call_id in seen_ids else "no earlier call has it"
                 raise invalid(f"Unknown tool_call_id {message.tool_call_id!r}: {known}.", f"{where}.tool_call_id")
-            if message.content is None:
-                raise invalid("A tool message needs `content` (the call's result).", f"{where}.content")
             open_ids.discard(message.tool_call_id)
         elif message.tool_calls is not None:
             if message.role != "assistant":
