@@ -272,7 +272,9 @@ def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan
         encode=lambda engine, system_prompt: chat_prompt_ids(
             engine, system_prompt, body.messages, tools=tools_for_template(body) if tool_plan else None),
         param_names={"prompt": "messages", "logprobs": "top_logprobs",
-                     "max_tokens": "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"},
+                     "max_tokens": "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens",
+                     # a function's parameters the grammar engine refuses (tool_choice required or named)
+                     **({"structured_outputs": "tools"} if tool_plan and tool_plan.mode != "auto" else {})},
         max_tokens_from_request=max_tokens is not None,
         render=render,
         events=events,

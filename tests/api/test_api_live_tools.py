@@ -106,6 +106,16 @@ def test_required_tool_choice_and_the_conversation_that_follows(client):
     assert refused.value.param == "messages[2].tool_call_id"
 
 
+def test_a_function_schema_the_grammar_engine_refuses_is_a_400(live, client):
+    bad = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "x": {"type": "string", "pattern": "(unclosed"}}}}}
+    computed = live.engine_stats()["stats"]["prompt_tokens_total"]
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="terse", messages=ASK, max_tokens=4, tools=[bad], tool_choice="required")
+    assert "parenthesis" in refused.value.message and refused.value.param == "tools"
+    assert live.engine_stats()["stats"]["prompt_tokens_total"] == computed  # refused before the engine ran it
+
+
 def test_json_schema_response_format(client):
     answer = client.chat.completions.create(
         model="terse", messages=ASK, max_tokens=40,

@@ -188,3 +188,39 @@ def test_bad_tools_and_tool_choice_are_400s(api, key, engine, fields, param):
     assert response.status_code == 400, response.content
     assert response.json()["error"]["param"] == param
     assert not engine.requests
+
+
+# --- required and named: the grammar engine holds the answer to the call's schema ---
+def test_named_function_is_constrained_to_its_parameters_and_answers_one_call(api, key, engine):
+    choice = _ask(api, key, engine, '{"city": "Paris"}',
+                  tool_choice={"type": "function", "function": {"name": "get_weather"}}).json()["choices"][0]
+    constraint = engine.requests[-1]["params"].structured_outputs
+    assert constraint.json == WEATHER_TOOL["function"]["parameters"]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    [call] = choice["message"]["tool_calls"]
+    assert call["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+
+
+def test_named_function_streams_its_arguments_as_they_come(api, key, engine):
+    events = _stream(api, key, engine, '{"city": "Paris"}',
+                     tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    tool_deltas = [tc for e in events for tc in e["choices"][0]["delta"].get("tool_calls", [])]
+    assert tool_deltas[0]["function"] == {"name": "get_weather", "arguments": ""} and tool_deltas[0]["id"]
+    fragments = [tc["function"]["arguments"] for tc in tool_deltas[1:]]
+    assert len(fragments) == len('{"city": "Paris"}')  # the fake engine sends one character per delta
+    assert "".join(fragments) == '{"city": "Paris"}'
+    assert events[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_required_is_constrained_to_a_list_of_calls(api, key, engine):
+    reply = '[{"name": "get_time", "arguments": {}}, {"name": "get_weather", "arguments": {"city": "Oslo"}}]'
+    message = _ask(api, key, engine, reply, tool_choice="required").json()["choices"][0]["message"]
+    schema = engine.requests[-1]["params"].structured_outputs.json
+    assert schema["type"] == "array" and schema["minItems"] == 1 and "maxItems" not in schema
+    assert [s["properties"]["name"] for s in schema["items"]["anyOf"]] == [{"const": "get_weather"},
+                                                                           {"const": "get_time"}]
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message["tool_calls"]] == [
+        ("get_time", {}), ("get_weather", {"city": "Oslo"})]
+    _ask(api, key, engine, reply, tool_choice="required", parallel_tool_calls=False)
+    assert engine.requests[-1]["params"].structured_outputs.json["maxItems"] == 1
+
