@@ -134,7 +134,11 @@ def _arguments_delta(index: int, fragment: str) -> dict:
 
 
 def constrain_to_json(params, schema: dict):
-    """`params` held by the grammar engine to `schema` (compact JSON: no run of whitespace)."""
+    """`params` held by the grammar engine to `schema` (compact JSON: no run of whitespace). A request
+    that already constrains its answer (response_format, structured_outputs) cannot take a second one."""
+    if getattr(params, "structured_outputs", None) is not None:
+        raise invalid("tool_choice \"required\" or a named function already constrains the answer to a call; "
+                      "drop response_format (or structured_outputs), or use tool_choice \"auto\".", "tool_choice")
     try:
         from inference import StructuredOutputsParams
     except ImportError:

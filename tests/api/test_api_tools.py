@@ -224,3 +224,10 @@ def test_required_is_constrained_to_a_list_of_calls(api, key, engine):
     _ask(api, key, engine, reply, tool_choice="required", parallel_tool_calls=False)
     assert engine.requests[-1]["params"].structured_outputs.json["maxItems"] == 1
 
+
+
+def test_a_forced_call_beside_another_constraint_is_a_400(api, key, engine):
+    response = _ask(api, key, engine, "{}", tool_choice="required", response_format={"type": "json_object"})
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["param"] == "tool_choice"
+    assert not engine.requests
