@@ -222,24 +222,6 @@ def live(tmp_path_factory, tiny_llama_path):
     from console import panels
 
     folder = tmp_path_factory.mktemp("live-server")
-    db_settings = settings.DATABASES["default"]
-    scratch = None
-    if db_settings["ENGINE"].endswith("postgresql"):
-        scratch = live_server.PostgresScratch(db_settings)
-        database_url = scratch.create()
-    else:
-        database_url = f"sqlite:///{folder / 'live.sqlite3'}"
-    env = live_server.server_env(database_url, str(tiny_llama_path), folder, settings.SECRET_KEY)
-    seeded = live_server.seed(env)
-    process, url = live_server.start(env, folder / "server.log")
-    server = live_server.LiveServer(url=url, keys=seeded["keys"], prompts=seeded["prompts"],
-                                    db=live_server.LiveDb(database_url),
-                                    stats_headers={panels.STATS_TOKEN_HEADER: panels.stats_token()},
-                                    log_path=folder / "server.log")
-    try:
-        live_server.wait_ready(server, process, ["tenant:acme", "tenant:globex"])
+    with live_server.serve(folder, str(tiny_llama_path), settings.DATABASES["default"], settings.SECRET_KEY,
+                           {panels.STATS_TOKEN_HEADER: panels.stats_token()}) as server:
         yield server
-    finally:
-        live_server.stop(process)
-        if scratch is not None:
-            scratch.drop()

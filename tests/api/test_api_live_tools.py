@@ -4,7 +4,11 @@ LiteLLM, as a company tool would call them.
 
 A random model picks no tool by itself, so the calls here are forced (a named function, or "required"),
 which the grammar engine holds to the function's schema. The schemas use enums and booleans, so every
-answer is a few tokens long whatever the model's weights.
+answer is a few tokens long whatever the model's weights; calls are compact JSON.
+
+JSON modes (response_format json_object / json_schema) allow whitespace anywhere, as OpenAI's and vLLM's
+do, and a random model fills it with whitespace until max_tokens: those answers come from a second
+server on the real SmolLM2-135M-Instruct (`smol_live`), which writes JSON as it was trained to.
 """
 import json
 import os
@@ -13,6 +17,8 @@ from typing import Literal
 import openai
 import pytest
 from pydantic import BaseModel
+
+import api_live_server as live_server  # a sibling module: the tests folders are not packages
 
 CITIES = ["Paris", "Oslo", "Seoul"]
 WEATHER_TOOL = {"type": "function", "function": {
@@ -37,6 +43,23 @@ class Weather(BaseModel):
 @pytest.fixture
 def client(live):
     return openai.OpenAI(base_url=f"{live.url}/v1", api_key=live.key("acme"), max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def smol_live(tmp_path_factory, smol_path):
+    """A live server on the embedded SmolLM2-135M-Instruct (see the module docstring)."""
+    from django.conf import settings
+
+    from console import panels
+
+    with live_server.serve(tmp_path_factory.mktemp("smol-live"), str(smol_path), settings.DATABASES["default"],
+                           settings.SECRET_KEY, {panels.STATS_TOKEN_HEADER: panels.stats_token()}) as server:
+        yield server
+
+
+@pytest.fixture
+def smol_client(smol_live):
+    return openai.OpenAI(base_url=f"{smol_live.url}/v1", api_key=smol_live.key("acme"), max_retries=0, timeout=120)
 
 
 def _check_weather_arguments(arguments: str) -> dict:
@@ -116,21 +139,30 @@ def test_a_function_schema_the_grammar_engine_refuses_is_a_400(live, client):
     assert live.engine_stats()["stats"]["prompt_tokens_total"] == computed  # refused before the engine ran it
 
 
-def test_json_schema_response_format(client):
-    answer = client.chat.completions.create(
-        model="terse", messages=ASK, max_tokens=40,
+def test_json_schema_response_format(smol_client):
+    answer = smol_client.chat.completions.create(
+        model="terse", messages=ASK, max_tokens=60,
         response_format={"type": "json_schema", "json_schema": {"name": "weather", "schema": Weather.model_json_schema(),
                                                                 "strict": True}})
     Weather.model_validate_json(answer.choices[0].message.content)
 
 
 # --- LangChain ---
-@pytest.fixture
-def chat_model(live):
+def _chat_model(server):
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(model="terse", base_url=f"{live.url}/v1", api_key=live.key("acme"), max_retries=0,
-                      timeout=120, max_tokens=40)
+    return ChatOpenAI(model="terse", base_url=f"{server.url}/v1", api_key=server.key("acme"), max_retries=0,
+                      timeout=120, max_tokens=60)
+
+
+@pytest.fixture
+def chat_model(live):
+    return _chat_model(live)
+
+
+@pytest.fixture
+def smol_chat_model(smol_live):
+    return _chat_model(smol_live)
 
 
 def test_langchain_bind_tools_with_tool_choice(chat_model):
@@ -149,51 +181,53 @@ def test_langchain_bind_tools_with_tool_choice(chat_model):
     assert [c["name"] for c in message.tool_calls] == ["get_weather"]
 
 
-@pytest.mark.parametrize("method", ["function_calling", "json_schema"])
-def test_langchain_structured_output(chat_model, method):
-    weather = chat_model.with_structured_output(Weather, method=method).invoke("Weather in Paris, metric?")
+def test_langchain_structured_output_function_calling(chat_model):
+    weather = chat_model.with_structured_output(Weather, method="function_calling").invoke("Weather in Paris?")
     assert isinstance(weather, Weather)
 
 
-def test_langchain_structured_output_json_mode(chat_model):
-    # json_mode holds the answer to some JSON object, not to the schema: a random model's object is no
-    # Weather, so what is checked is that it is a JSON object (LangChain reports the mismatch as a parsing error).
-    result = chat_model.with_structured_output(Weather, method="json_mode", include_raw=True).invoke(
-        "Answer in JSON with the keys city and metric.")
+def test_langchain_structured_output_json_schema(smol_chat_model):
+    weather = smol_chat_model.with_structured_output(Weather, method="json_schema").invoke("Weather in Paris?")
+    assert isinstance(weather, Weather)
+
+
+def test_langchain_structured_output_json_mode(smol_chat_model):
+    # json_mode holds the answer to some JSON object, not to the schema (LangChain reports a mismatch as a
+    # parsing error): what the server guarantees is a JSON object.
+    result = smol_chat_model.with_structured_output(Weather, method="json_mode", include_raw=True).invoke(
+        'Reply in JSON: {"city": one of Paris, Oslo, Seoul, "metric": true or false}. The city is Paris.')
     raw = result["raw"]
-    if raw.response_metadata["finish_reason"] == "stop":
-        assert isinstance(json.loads(raw.content), dict)
-    else:
-        assert raw.content.lstrip().startswith("{")
+    assert raw.response_metadata["finish_reason"] == "stop"
+    assert isinstance(json.loads(raw.content), dict)
 
 
 # --- LiteLLM ---
-@pytest.fixture
-def litellm_call(live):
+def _litellm_call(server):
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price list from the internet
     import litellm
 
     def call(**kwargs):
-        return litellm.completion(model="openai/terse", api_base=f"{live.url}/v1", api_key=live.key("acme"),
-                                  messages=ASK, max_tokens=40, num_retries=0, timeout=120, **kwargs)
+        return litellm.completion(model="openai/terse", api_base=f"{server.url}/v1", api_key=server.key("acme"),
+                                  messages=kwargs.pop("messages", ASK), max_tokens=60, num_retries=0, timeout=120,
+                                  **kwargs)
 
     return call
 
 
-def test_litellm_tools(litellm_call):
-    response = litellm_call(tools=[WEATHER_TOOL], tool_choice=NAMED)
+def test_litellm_tools(live):
+    response = _litellm_call(live)(tools=[WEATHER_TOOL], tool_choice=NAMED)
     [call] = response.choices[0].message.tool_calls
     assert call.function.name == "get_weather"
     _check_weather_arguments(call.function.arguments)
     assert response.choices[0].finish_reason == "tool_calls"
 
 
-def test_litellm_json_mode(litellm_call):
-    response = litellm_call(response_format={"type": "json_schema", "json_schema": {
+def test_litellm_json_mode(smol_live):
+    call = _litellm_call(smol_live)
+    response = call(response_format={"type": "json_schema", "json_schema": {
         "name": "weather", "schema": Weather.model_json_schema(), "strict": True}})
     Weather.model_validate_json(response.choices[0].message.content)
-    response = litellm_call(response_format={"type": "json_object"})
-    content = response.choices[0].message.content
-    assert content.lstrip().startswith("{")
-    if response.choices[0].finish_reason == "stop":
-        assert isinstance(json.loads(content), dict)
+    response = call(response_format={"type": "json_object"},
+                    messages=[{"role": "user", "content": 'Reply in JSON: {"city": "Paris", "metric": true}.'}])
+    assert response.choices[0].finish_reason == "stop"
+    assert isinstance(json.loads(response.choices[0].message.content), dict)
