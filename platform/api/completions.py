@@ -29,8 +29,8 @@ from api.profiles import resolve_profile
 from api.prompts import chat_prompt_ids, completion_prompt_ids, single_prompt
 from api.sampling import build_params, fit_to_context
 from api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
-from governance import budgets
 from api.tools import plan_tools, tools_for_template
+from governance import budgets
 from inference import SamplingParams, StreamDelta
 from pagoda.db import db_call
 from tenants import selectors
