@@ -202,7 +202,11 @@ class LLMEngine:
                 self.num_prompt_tokens_total += min(seq.num_prompt_tokens, seq.num_computed_tokens) - s.start
             if result is None:
                 continue
-            token, logprobs = result
+            token, logprobs, prompt_logprobs = result
+            if prompt_logprobs:
+                seq.prompt_logprobs += prompt_logprobs
+            if token is None:
+                continue
             delta = outputs.append(seq, token, logprobs, now, trace)
             if delta is not None:
                 deltas.append(delta)

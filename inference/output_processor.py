@@ -146,6 +146,7 @@ class OutputProcessor:
             seq.output_logprobs.append(logprobs)
         if seq.first_token_time is None:
             seq.first_token_time = now
+        seq.last_token_time = now
         reason, stop_reason = None, None
         is_eos = token in self.eos_token_ids and not params.ignore_eos
         if token in params.stop_token_ids or is_eos:
@@ -179,6 +180,7 @@ class OutputProcessor:
     def _delta(req: RequestState, text: str, token_ids: list[int], finished: bool, reason, stop_reason,
                logprobs) -> StreamDelta:
         seq = req.seq
+        first = seq.num_output_tokens <= 1
         return StreamDelta(
             request_id=seq.request_id, text=text, token_ids=token_ids, finished=finished,
             finish_reason=reason, num_prompt_tokens=seq.num_prompt_tokens,
@@ -186,6 +188,7 @@ class OutputProcessor:
             stop_reason=stop_reason, logprobs=[logprobs] if logprobs else None,
             # The timings are only needed on a request's first and last delta: skip the dict otherwise.
             metrics=({"arrival": seq.arrival_time, "first_scheduled": seq.first_scheduled_time,
-                      "first_token": seq.first_token_time,
+                      "first_token": seq.first_token_time, "last_token": seq.last_token_time,
                       "finished": seq.finish_time, "num_preemptions": seq.num_preemptions}
-                     if finished or seq.num_output_tokens <= 1 else {}))
+                     if finished or first else {}),
+            prompt_logprobs=seq.prompt_logprobs if first else None)

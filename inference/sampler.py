@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .logprobs import TokenLogprobs, token_logprobs
 from .sampling_params import SamplingParams
 
 
@@ -28,7 +29,7 @@ class SamplingRow:
 @dataclass
 class SamplerOutput:
     token_ids: list[int]
-    logprobs: list[dict[int, float] | None]
+    logprobs: list[TokenLogprobs | None]
 
 
 def _column(rows: list[SamplingRow], name: str, dtype: torch.dtype, device) -> torch.Tensor:
@@ -157,20 +158,15 @@ def sample(logits: torch.Tensor, rows: list[SamplingRow]) -> SamplerOutput:
     return SamplerOutput(ids, _logprobs(raw, ids, rows))
 
 
-def _logprobs(raw: torch.Tensor, ids: list[int], rows: list[SamplingRow]) -> list[dict[int, float] | None]:
+def _logprobs(raw: torch.Tensor, ids: list[int], rows: list[SamplingRow]) -> list[TokenLogprobs | None]:
     """The model's own log-probabilities (before any sampling transform), as vLLM reports them."""
-    want = [r.params.logprobs for r in rows]
-    if all(w is None for w in want):
-        return [None] * len(rows)
-    logp = raw.log_softmax(dim=-1)
-    result: list[dict[int, float] | None] = []
-    for i, k in enumerate(want):
-        if k is None:
-            result.append(None)
-            continue
-        entry = {ids[i]: float(logp[i, ids[i]])}
-        if k:
-            top = logp[i].topk(k)
-            entry.update({int(t): float(v) for v, t in zip(top.values.tolist(), top.indices.tolist())})
-        result.append(entry)
+    want = [i for i, r in enumerate(rows) if r.params.logprobs is not None]
+    result: list[TokenLogprobs | None] = [None] * len(rows)
+    if not want:
+        return result
+    index = torch.tensor(want, device=raw.device)
+    entries = token_logprobs(raw.index_select(0, index), [ids[i] for i in want],
+                             [rows[i].params.logprobs for i in want])
+    for i, entry in zip(want, entries):
+        result[i] = entry
     return result

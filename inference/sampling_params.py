@@ -26,7 +26,8 @@ class SamplingParams:
 
     temperature 0 means greedy; top_k 0 or -1 disables top-k; stop strings are not emitted;
     `seed` makes a request's sampling reproducible whatever else runs beside it; `logprobs=k`
-    returns the sampled token's log-probability and the k most likely alternatives.
+    returns the sampled token's log-probability and the k most likely alternatives;
+    `prompt_logprobs=k` does the same for every prompt token (the first has none: nothing precedes it).
 
     Token rules (vLLM's): `logit_bias` {token id: bias in [-100, 100]} is added to the logits;
     `allowed_token_ids` restricts sampling to those ids; `bad_words` are never generated (each word,
@@ -51,6 +52,7 @@ class SamplingParams:
     ignore_eos: bool = False
     seed: int | None = None
     logprobs: int | None = None
+    prompt_logprobs: int | None = None
     skip_special_tokens: bool = True
     logit_bias: dict[int, float] | None = None
     allowed_token_ids: list[int] | None = None
@@ -119,6 +121,9 @@ class SamplingParams:
             self._fail("seed", f"an integer in [{SEED_MIN}, {SEED_MAX}] or None")
         if self.logprobs is not None and (not is_int(self.logprobs) or not 0 <= self.logprobs <= 20):
             self._fail("logprobs", "an integer in [0, 20] or None")
+        if self.prompt_logprobs is not None and (not is_int(self.prompt_logprobs)
+                                                 or not 0 <= self.prompt_logprobs <= 20):
+            self._fail("prompt_logprobs", "an integer in [0, 20] or None")
 
     def _validate_token_rules(self) -> None:
         def is_id(v: object) -> bool:
