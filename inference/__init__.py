@@ -10,6 +10,8 @@ from .engine import LLMEngine
 from .llm import LLM
 from .outputs import CompletionOutput, Logprob, RequestOutput, RequestStateStats, StreamDelta
 from .sampling_params import RequestOutputKind, SamplingParams
+from .structured_outputs import StructuredOutputsParams
 
 __all__ = ["LLM", "SamplingParams", "AsyncLLM", "PinInfo", "EngineConfig", "LLMEngine", "DEFAULT_MODEL",
-           "CompletionOutput", "RequestOutput", "StreamDelta", "RequestOutputKind", "Logprob", "RequestStateStats"]
+           "CompletionOutput", "RequestOutput", "StreamDelta", "RequestOutputKind", "Logprob", "RequestStateStats",
+           "StructuredOutputsParams"]

@@ -22,6 +22,7 @@ from . import ops
 from .models import LlamaForCausalLM, ModelArgs, build_model
 from .models.llama import Linear
 from .ops import build_cos_sin_cache
+from .grammar import fill_bitmask
 from .prompt_logprobs import compute as compute_prompt_logprobs, wanted_positions
 from .sampler import SamplingRow, sample
 from .scheduler import SchedulerOutput
@@ -106,6 +107,7 @@ class ModelRunner:
         self.max_blocks_per_seq = -(-max_model_len // self.block_size)
         self.graphs = self.prefill_graphs = None
         self.gemm_choices = []
+        self._bitmask_host: torch.Tensor | None = None  # structured outputs' token bitmask, reused
         if self.kv_dtype != self.dtype and self.device.type == "cuda":
             # The paged attention kernels do not read e4m3 yet: steps read a dequantized copy of their
             # blocks (quantization/kv_cache.py), whose size follows the batch, so no graphs are captured.
@@ -257,6 +259,7 @@ class ModelRunner:
         (token id or None, its logprobs or None, its prompt tokens' logprobs computed this step or None):
         a token if it was sampled, prompt logprobs if it asked for them."""
         prompt_logprobs: dict[int, list] = {}
+        # On CUDA the forward is queued: the host goes on (the grammar mask) while it runs.
         logits = self.forward(out, prompt_logprobs=prompt_logprobs)
         sampled_seqs = [s.seq for s in out.scheduled if s.sample and s.seq.pin_key is None]
         results: list[StepResult | None] = [None] * len(out.scheduled)
@@ -264,7 +267,9 @@ class ModelRunner:
             results[i] = (None, None, entries)
         if not sampled_seqs:
             return results
-        result = sample(logits[:len(sampled_seqs)], [self._row(seq) for seq in sampled_seqs])
+        logits = logits[:len(sampled_seqs)]
+        mask = self._grammar_mask(sampled_seqs, logits.shape[1])
+        result = sample(logits, [self._row(seq) for seq in sampled_seqs], mask)
         it = iter(zip(result.token_ids, result.logprobs))
         for i, s in enumerate(out.scheduled):
             if s.sample and s.seq.pin_key is None:
@@ -275,11 +280,30 @@ class ModelRunner:
     def shutdown(self) -> None:
         """Nothing to release on one rank (the tensor-parallel runner stops its workers here)."""
 
+    def _grammar_mask(self, seqs: list[Sequence], vocab_size: int) -> tuple[torch.Tensor, list[int]] | None:
+        """The token bitmask of the constrained rows on the device, and which rows they are; None when
+        no row is constrained (nothing is allocated or copied). Filled on the CPU while the device runs
+        the step's forward pass."""
+        rows = [i for i, seq in enumerate(seqs) if seq.grammar is not None]
+        if not rows:
+            return None
+        width = (vocab_size + 31) // 32
+        host = self._bitmask_host
+        if host is None or host.shape[0] < len(seqs) or host.shape[1] != width:
+            num_rows = max(len(seqs), self.config.max_num_seqs)
+            host = self._bitmask_host = torch.empty(num_rows, width, dtype=torch.int32,
+                                                    pin_memory=self.device.type == "cuda")
+        fill_bitmask([seqs[i].grammar for i in rows], rows, host)
+        # The host buffer is reused next step: the sampler's read of the tokens (same stream) comes
+        # after this copy, so the copy is done before the buffer is filled again.
+        return host[:len(seqs)].to(self.device, non_blocking=True), rows
+
     def _row(self, seq: Sequence) -> SamplingRow:
         p = seq.params
         if p.seed is not None and seq.generator is None:
             seq.generator = torch.Generator(device=self.device).manual_seed(p.seed)
         blocked: list[int] = []
-        if seq.num_output_tokens < p.min_tokens:
+        # A grammar that may end now decides when to stop: min_tokens must not block its only way out.
+        if seq.num_output_tokens < p.min_tokens and not (seq.grammar is not None and seq.grammar.is_completed()):
             blocked = p.stop_token_ids + ([] if p.ignore_eos else self.eos_token_ids)
         return SamplingRow(p, seq.prompt_token_ids, seq.output_token_ids, seq.generator, blocked)

@@ -1,8 +1,9 @@
 """OutputProcessor: what the engine makes of the tokens its steps sample.
 
 It owns the record of every live request (its sequence, detokenizer and pin callback) and turns each
-sampled token into a `StreamDelta`: append it to the sequence, check the stop conditions (EOS, stop
-tokens, stop strings, max_tokens, the context), detokenize, finish the request and free its blocks
+sampled token into a `StreamDelta`: append it to the sequence, advance its grammar (structured
+outputs), check the stop conditions (EOS, stop tokens, stop strings, a complete grammar, max_tokens,
+the context), detokenize, finish the request and free its blocks
 through the scheduler. It also keeps the step count and, when asked, a trace of every step.
 
 Both ways of stepping call it: `LLMEngine.run_step` (a synchronous step) and `AsyncScheduling`
@@ -148,8 +149,14 @@ class OutputProcessor:
             seq.first_token_time = now
         seq.last_token_time = now
         reason, stop_reason = None, None
+        if seq.grammar is not None and not seq.grammar.accept_token(token):
+            # The mask allows only tokens the grammar takes: reaching this is a bug, not the request's fault.
+            return self.fail(seq, f"the grammar of structured_outputs rejected token {token}")
         is_eos = token in self.eos_token_ids and not params.ignore_eos
-        if token in params.stop_token_ids or is_eos:
+        if seq.grammar is not None and seq.grammar.is_terminated():
+            # The grammar is complete (its stop token taken): the request ends cleanly, even with ignore_eos.
+            reason, stop_reason = "stop", (token if token in params.stop_token_ids else None)
+        elif token in params.stop_token_ids or is_eos:
             reason, stop_reason = "stop", (token if token in params.stop_token_ids else None)
         elif req.detok is not None:
             stop_reason = req.detok.add(token)

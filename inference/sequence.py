@@ -53,6 +53,9 @@ class Sequence:
     finish_time: float | None = None
     admitted_once: bool = False
     generator: object = None  # torch.Generator of a seeded request, made by the model runner
+    # The grammar matcher of a request with structured_outputs (inference/grammar.py); it has accepted
+    # every output token, so it survives preemption as the tokens do.
+    grammar: object = None
     # The prompt as int64s (validation builds it): block hashes read their bytes from here.
     prompt_array: array | None = field(default=None, repr=False)
 

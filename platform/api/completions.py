@@ -29,6 +29,7 @@ from api.profiles import resolve_profile
 from api.prompts import chat_prompt_ids, completion_prompt_ids, single_prompt
 from api.sampling import build_params, fit_to_context
 from api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
+from api.structured import structured_outputs_of
 from api.tools import plan_tools, tools_for_template
 from governance import budgets
 from inference import SamplingParams, StreamDelta
@@ -75,7 +76,8 @@ class Plan:
 def _sampling_overrides(body: SamplingFields, max_tokens: int | None) -> dict:
     fields = ("temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "top_k", "min_p",
               "repetition_penalty", "min_tokens", "ignore_eos", "logit_bias")
-    return {name: getattr(body, name) for name in fields} | {"max_tokens": max_tokens}
+    return {name: getattr(body, name) for name in fields} | {
+        "max_tokens": max_tokens, "structured_outputs": structured_outputs_of(body)}
 
 
 def _vllm_extras(body: SamplingFields, prompt_logprobs: int | None) -> dict:
@@ -216,10 +218,7 @@ async def _choice_events(group: RunGroup, on_delta: Callable[[int, StreamDelta],
 
 # --- /v1/chat/completions ---
 def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan:
-    grammar = "it needs a grammar engine, which this server does not have yet"
     _refuse_unsupported({
-        "response_format": (body.response_format is not None and body.response_format.get("type") != "text",
-                            grammar),
         "prompt_logprobs": (body.prompt_logprobs is not None and body.stream, _PROMPT_LOGPROBS_STREAM),
     })
     prefix = scoring.PrefixLength()

@@ -99,6 +99,14 @@ class SamplingFields(RequestModel):
     skip_special_tokens: bool | None = Field(None, description="vLLM extra: leave special tokens out of the text.")
     bad_words: list[str] | None = Field(None, description="vLLM extra: words never generated.")
     allowed_token_ids: list[int] | None = Field(None, description="vLLM extra: sample only these token ids.")
+    # vLLM's structured outputs (api.structured; at most one constraint per request)
+    structured_outputs: dict[str, Any] | None = Field(
+        None, description="vLLM extra: one of json (a JSON schema), regex, choice, grammar (EBNF or Lark), "
+                          "json_object; with disable_any_whitespace.")
+    guided_json: dict[str, Any] | str | None = Field(None, description="vLLM extra (older name): a JSON schema.")
+    guided_regex: str | None = Field(None, description="vLLM extra (older name): a regex the output matches.")
+    guided_choice: list[str] | None = Field(None, description="vLLM extra (older name): the output is one of these.")
+    guided_grammar: str | None = Field(None, description="vLLM extra (older name): an EBNF or Lark grammar.")
 
 
 class ChatCompletionRequest(SamplingFields):

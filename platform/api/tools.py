@@ -28,6 +28,7 @@ from django.conf import settings
 
 from api.errors import invalid
 from api.schemas import ChatCompletionRequest, ChatMessage
+from inference import StructuredOutputsParams
 from inference.tool_parsers import ToolCall, ToolParser, tool_parser_for
 from inference.tool_parsers.stream import ToolCallStream, final_content
 
@@ -139,11 +140,6 @@ def constrain_to_json(params, schema: dict):
     if getattr(params, "structured_outputs", None) is not None:
         raise invalid("tool_choice \"required\" or a named function already constrains the answer to a call; "
                       "drop response_format (or structured_outputs), or use tool_choice \"auto\".", "tool_choice")
-    try:
-        from inference import StructuredOutputsParams
-    except ImportError:
-        raise invalid("tool_choice \"required\" and a named function need the grammar engine, which this "
-                      "server does not have yet; use \"auto\"", "tool_choice", code="unsupported_parameter") from None
     return dataclasses.replace(params, structured_outputs=StructuredOutputsParams(json=schema,
                                                                                   disable_any_whitespace=True))
 

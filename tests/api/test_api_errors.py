@@ -89,7 +89,7 @@ def test_last_used_at_is_recorded(api, tenant, make_key, fake_engine):
     ("tool_choice", "sometimes", "tool_choice"),
     ("tool_choice", "required", "tool_choice"),  # without tools: nothing to call
     ("functions", [{"name": "f"}], "functions"),
-    ("response_format", {"type": "json_object"}, "response_format"),
+    ("response_format", {"type": "xml"}, "response_format.type"),
     ("logit_bias", {"42": 101}, "logit_bias"),
     ("logit_bias", {"abc": 1}, "logit_bias"),
     ("prompt_logprobs", 21, "prompt_logprobs"),
