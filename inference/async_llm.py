@@ -17,6 +17,7 @@ from .engine import LLMEngine, validate_request
 from .errors import EngineDeadError, InvalidRequestError, RequestFailedError
 from .outputs import StreamDelta
 from .sampling_params import SamplingParams
+from .tool_prompt import with_tools
 
 log = logging.getLogger("inference")
 
@@ -74,11 +75,14 @@ class AsyncLLM:
         self.core.shutdown(timeout)
 
     # -- requests ------------------------------------------------------------------------------------
-    def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
-        """The chat template's tokens for `messages`. A tenant's system turn is the same text in every
-        chat: its tokens are kept (per system prompt) and only the rest is tokenized, where the rest
-        starts with a special token (the tokenizer splits there, so the result is the same)."""
-        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt,
+    def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True,
+                    tools: list[dict] | None = None) -> list[int]:
+        """The chat template's tokens for `messages` (and `tools`, see inference.tool_prompt). A tenant's
+        system turn is the same text in every chat: its tokens are kept (per system prompt) and only the
+        rest is tokenized, where the rest starts with a special token (the tokenizer splits there, so the
+        result is the same)."""
+        messages, tools = with_tools(self.tokenizer, messages, tools)
+        text = self.tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=add_generation_prompt,
                                                   tokenize=False)
         system = messages[0].get("content") if messages and messages[0].get("role") == "system" else None
         if isinstance(system, str) and len(messages) > 1:

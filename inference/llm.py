@@ -17,6 +17,7 @@ from .errors import InvalidRequestError
 from .logprobs import as_vllm
 from .outputs import CompletionOutput, RequestOutput, RequestStateStats, StreamDelta
 from .sampling_params import SamplingParams
+from .tool_prompt import with_tools
 
 _ids = itertools.count()
 
@@ -132,15 +133,18 @@ class LLM:
 
         As vLLM: `add_generation_prompt` opens the assistant's turn; `continue_final_message` leaves the
         last (assistant) message open to be continued instead (not both); `tools` and
-        `chat_template_kwargs` are passed to the template. Content may be a list of text parts.
+        `chat_template_kwargs` are passed to the template; a template that ignores tools gets them in
+        Pagoda's generic tool prompt (inference.tool_prompt), whose calls `inference.tool_parsers`
+        reads back from the output. Content may be a list of text parts.
         """
         if add_generation_prompt and continue_final_message:
             raise ValueError("add_generation_prompt and continue_final_message cannot both be True")
         conversations = [messages] if messages and isinstance(messages[0], dict) else messages
         prompts = [self.tokenizer.apply_chat_template(
-            [_text_message(m) for m in conversation], tools=tools, chat_template=chat_template,
-            add_generation_prompt=add_generation_prompt, continue_final_message=continue_final_message,
-            tokenize=False, **(chat_template_kwargs or {})) for conversation in conversations]
+            *with_tools(self.tokenizer, [_text_message(m) for m in conversation], tools, chat_template),
+            chat_template=chat_template, add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message, tokenize=False, **(chat_template_kwargs or {}))
+            for conversation in conversations]
         ids = [self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
         params_list = self._params_list(sampling_params, len(ids))
         return self._run(list(zip(prompts, ids, params_list)), tenant, use_tqdm)

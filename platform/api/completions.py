@@ -30,8 +30,9 @@ from api.prompts import chat_prompt_ids, completion_prompt_ids, single_prompt
 from api.sampling import build_params, fit_to_context
 from api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
 from api.structured import structured_outputs_of
+from api.tools import plan_tools, tools_for_template
 from governance import budgets
-from inference import StreamDelta
+from inference import SamplingParams, StreamDelta
 from pagoda.db import db_call
 from tenants import selectors
 from tenants.models import SamplingProfile, Tenant
@@ -69,6 +70,7 @@ class Plan:
     render: Callable[[RunGroup, ApiCall], dict]  # the JSON body of a non-streamed answer
     events: Callable[[RunGroup, ApiCall], AsyncIterator[str]]  # the SSE events of a streamed one
     num_choices: int = 1
+    bind: Callable[[Any, SamplingParams], SamplingParams] | None = None  # (engine, params) -> params
 
 
 def _sampling_overrides(body: SamplingFields, max_tokens: int | None) -> dict:
@@ -131,6 +133,8 @@ async def _execute(call: ApiCall, plan_for: Callable[[], Plan], stream: bool) ->
         params = build_params(call.profile, plan.overrides, plan.logprobs)
         choice_params = _choice_params(params, plan.num_choices)  # a seed + i out of range is a 400 here
         engine = await engine_runtime.aget_engine(timeout=0)  # 503 while loading: never queue behind a load
+        if plan.bind is not None:  # what depends on the model (the tool-call format)
+            choice_params = [plan.bind(engine, p) for p in choice_params]
         prompt_ids = await asyncio.to_thread(plan.encode, engine, system_prompt)
         choice_params = [fit_to_context(p, len(prompt_ids), engine.max_model_len,
                                         max_tokens_from_request=plan.max_tokens_from_request,
@@ -214,14 +218,12 @@ async def _choice_events(group: RunGroup, on_delta: Callable[[int, StreamDelta],
 
 # --- /v1/chat/completions ---
 def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan:
-    grammar = "it needs a grammar engine, which this server does not have yet"
     _refuse_unsupported({
-        "tools": (bool(body.tools) or bool(body.functions), grammar),
-        "tool_choice": (body.tool_choice not in (None, "none"), grammar),
         "prompt_logprobs": (body.prompt_logprobs is not None and body.stream, _PROMPT_LOGPROBS_STREAM),
     })
     prefix = scoring.PrefixLength()
     num_choices = _num_choices(body)
+    tool_plan = plan_tools(body)
     if body.top_logprobs is not None and not body.logprobs:
         raise invalid("top_logprobs needs logprobs=true.", "top_logprobs")
     max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
@@ -233,9 +235,16 @@ def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan
             return None
         return fmt.chat_logprobs(run.engine.tokenizer, token_ids, entries, logprobs)
 
+    def choice(index: int, run: EngineRun) -> dict:
+        logprobs = logprobs_of(run, run.token_ids, run.logprobs)
+        if tool_plan is None:
+            return fmt.chat_choice(index, run.text, run.finish_reason, logprobs)
+        content, calls = tool_plan.parse(run.text)
+        return fmt.chat_choice(index, content, _tool_finish_reason(run.finish_reason, bool(calls)), logprobs,
+                               tool_calls=[c.message() for c in calls] or None)
+
     def render(group: RunGroup, call: ApiCall) -> dict:
-        choices = [fmt.chat_choice(i, run.text, run.finish_reason, logprobs_of(run, run.token_ids, run.logprobs))
-                   for i, run in enumerate(group.runs)]
+        choices = [choice(i, run) for i, run in enumerate(group.runs)]
         answer = fmt.chat_completion(call.request_id, created, call.model, choices, group.usage())
         if body.prompt_logprobs is not None:  # vLLM puts it at the top level of a chat completion
             first = group.runs[0]
@@ -248,14 +257,25 @@ def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan
             return fmt.sse(fmt.chat_chunk(call.request_id, created, call.model, delta, index=index,
                                           with_usage=include_usage, **kw))
 
+        tool_streams = [tool_plan.stream() for _ in group.runs] if tool_plan else None
+
         def on_delta(index: int, delta: StreamDelta) -> str | None:
             run = group.runs[index]
             lp = logprobs_of(run, delta.token_ids, delta.logprobs or []) if delta.logprobs else None
-            return chunk(index, {"content": delta.text}, logprobs=lp) if delta.text or lp else None
+            if tool_streams is None:
+                return chunk(index, {"content": delta.text}, logprobs=lp) if delta.text or lp else None
+            # Text becomes content and tool-call deltas as the parser decides it (several chunks at once).
+            pieces = tool_streams[index].feed(delta.text, final=delta.finished) or ([{}] if lp else [])
+            return "".join(chunk(index, piece, logprobs=lp if k == 0 else None) for k, piece in enumerate(pieces))
+
+        def on_finish(index: int, reason: str | None) -> str:
+            if tool_streams is not None:
+                reason = _tool_finish_reason(reason, tool_streams[index].has_calls)
+            return chunk(index, {}, finish_reason=reason)
 
         for index in range(len(group.runs)):
-            yield chunk(index, {"role": "assistant", "content": ""})
-        async for event in _choice_events(group, on_delta, lambda i, reason: chunk(i, {}, finish_reason=reason)):
+            yield chunk(index, {"role": "assistant", "content": "" if tool_plan is None else None})
+        async for event in _choice_events(group, on_delta, on_finish):
             yield event
         if include_usage:
             yield fmt.sse(fmt.chat_usage_chunk(call.request_id, created, call.model, group.usage()))
@@ -264,14 +284,23 @@ def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan
     return Plan(
         overrides=_sampling_overrides(body, max_tokens) | _vllm_extras(body, body.prompt_logprobs),
         logprobs=logprobs,
-        encode=prefix.measuring(lambda engine, system_prompt: chat_prompt_ids(engine, system_prompt, body.messages)),
+        encode=prefix.measuring(lambda engine, system_prompt: chat_prompt_ids(
+            engine, system_prompt, body.messages, tools=tools_for_template(body) if tool_plan else None)),
         param_names={"prompt": "messages", "logprobs": "top_logprobs",
-                     "max_tokens": "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"},
+                     "max_tokens": "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens",
+                     # a function's parameters the grammar engine refuses (tool_choice required or named)
+                     **({"structured_outputs": "tools"} if tool_plan and tool_plan.mode != "auto" else {})},
         max_tokens_from_request=max_tokens is not None,
         render=render,
         events=events,
         num_choices=num_choices,
+        bind=tool_plan.bind if tool_plan else None,
     )
+
+
+def _tool_finish_reason(reason: str | None, has_calls: bool) -> str | None:
+    """OpenAI's "tool_calls" for an answer that ended on its own with calls ("length" stays "length")."""
+    return "tool_calls" if has_calls and reason == "stop" else reason
 
 
 async def chat_completion(key: ApiKey, body: ChatCompletionRequest) -> HttpResponse:

@@ -60,9 +60,13 @@ def completion_logprobs(tokenizer: Any, token_ids: list[int], logprobs: list[dic
 
 
 # --- chat completions ---
-def chat_choice(index: int, text: str, finish_reason: str | None, logprobs: dict | None = None) -> dict:
-    return {"index": index, "message": {"role": "assistant", "content": text}, "logprobs": logprobs,
-            "finish_reason": finish_reason}
+def chat_choice(index: int, text: str | None, finish_reason: str | None, logprobs: dict | None = None,
+                tool_calls: list[dict] | None = None) -> dict:
+    """One choice of a chat completion; with tool_calls, content is null unless the model wrote text too."""
+    message: dict = {"role": "assistant", "content": text}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {"index": index, "message": message, "logprobs": logprobs, "finish_reason": finish_reason}
 
 
 def chat_completion(request_id: str, created: int, model: str, choices: list[dict], usage: dict) -> dict:

@@ -13,6 +13,7 @@ more characters than max_model_len times that length cannot fit, and is refused 
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from jinja2.exceptions import TemplateError
@@ -44,10 +45,13 @@ def check_prompt_chars(engine: Any, num_chars: int, param: str) -> None:
             param)
 
 
-def _text(message: ChatMessage, index: int) -> str:
+def _text(message: ChatMessage, index: int) -> str | None:
     content = message.content
     if content is None:
-        raise invalid("Each message needs `content` (tool calls are not supported).", f"messages[{index}].content")
+        if message.role == "assistant" and message.tool_calls:
+            return None  # an answer that was only calls
+        raise invalid("Each message needs `content` (null only in an assistant message with tool_calls).",
+                      f"messages[{index}].content")
     if isinstance(content, str):
         return content
     texts = []
@@ -58,23 +62,37 @@ def _text(message: ChatMessage, index: int) -> str:
     return "".join(texts)
 
 
-def chat_messages(system_prompt: str | None, messages: list[ChatMessage]) -> list[dict[str, str]]:
-    """The conversation the chat template renders: the tenant's system turn, then the client's."""
+def chat_messages(system_prompt: str | None, messages: list[ChatMessage]) -> list[dict]:
+    """The conversation the chat template renders: the tenant's system turn, then the client's (with
+    an assistant's tool_calls and a tool message's tool_call_id)."""
     turns = []
     for index, message in enumerate(messages):
         role = "system" if message.role == "developer" else message.role
-        turns.append({"role": role, "content": _text(message, index)})
+        turn: dict = {"role": role, "content": _text(message, index)}
+        if message.tool_calls:
+            turn["tool_calls"] = [call.model_dump() for call in message.tool_calls]
+        if message.tool_call_id is not None:
+            turn["tool_call_id"] = message.tool_call_id
+        turns.append(turn)
     return with_system_turn(system_prompt, turns)
 
 
+def _num_chars(turns: list[dict], tools: list[dict] | None) -> int:
+    calls = sum(len(call["function"]["arguments"]) for turn in turns for call in turn.get("tool_calls", ()))
+    return sum(len(turn["content"] or "") for turn in turns) + calls + len(json.dumps(tools) if tools else "")
+
+
 def chat_prompt_ids(engine: Any, system_prompt: str | None, messages: list[ChatMessage], *,
-                    add_generation_prompt: bool = True) -> list[int]:
-    """Render and tokenize (CPU work: call it off the event loop). Raises a 400 if the model's chat
-    template refuses the conversation (e.g. roles out of the order it accepts)."""
+                    add_generation_prompt: bool = True, tools: list[dict] | None = None) -> list[int]:
+    """Render and tokenize (CPU work: call it off the event loop). `tools` (OpenAI tool objects) go
+    through the chat template (inference.tool_prompt). Raises a 400 if the model's chat template
+    refuses the conversation (e.g. roles out of the order it accepts)."""
     turns = chat_messages(system_prompt, messages)
-    check_prompt_chars(engine, sum(len(turn["content"]) for turn in turns), "messages")
+    check_prompt_chars(engine, _num_chars(turns, tools), "messages")
+    has_tools = tools or any("tool_calls" in turn or turn["role"] == "tool" for turn in turns)
+    extra = {"tools": tools} if has_tools else {}
     try:
-        return engine.encode_chat(turns, add_generation_prompt=add_generation_prompt)
+        return engine.encode_chat(turns, add_generation_prompt=add_generation_prompt, **extra)
     except TemplateError as exc:
         raise invalid(f"The model's chat template cannot render these messages: {exc}", "messages") from exc
 

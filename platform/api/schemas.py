@@ -6,7 +6,7 @@ Infinity or NaN (a plain pydantic model in strict mode; ninja's Schema would coe
 the engine's SamplingParams' to judge (one authority), and a bad value comes back as a 400 naming the
 field. Fields left out (None) take the value of the sampling profile the `model` names. Unknown fields
 are ignored, as OpenAI and vLLM do; fields that would change the answer in ways Pagoda does not
-implement (tools, response_format, best_of, ...) are refused.
+implement (response_format, best_of, ...) are refused.
 """
 from __future__ import annotations
 
@@ -27,11 +27,47 @@ class StreamOptions(RequestModel):
     include_usage: bool = Field(False, description="Send a last chunk with `usage` (and empty `choices`).")
 
 
+class FunctionCall(RequestModel):
+    name: str
+    arguments: str = Field(description="The arguments as JSON text (an object), as the model generated them.")
+
+
+class MessageToolCall(RequestModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessage(RequestModel):
-    role: Literal["system", "developer", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None = Field(
-        None, description='Text, or a list of parts of which only {"type": "text", "text": ...} is supported.')
+        None, description='Text, or a list of parts of which only {"type": "text", "text": ...} is supported; '
+                          "null in an assistant message with tool_calls.")
     name: str | None = None
+    tool_calls: list[MessageToolCall] | None = Field(None, description="An assistant message's calls.")
+    tool_call_id: str | None = Field(None, description="A tool message: the id of the call it answers.")
+
+
+class FunctionDefinition(RequestModel):
+    name: str = Field(description="Letters, digits, _ and -, at most 64 characters.")
+    description: str | None = None
+    parameters: dict[str, Any] | None = Field(None, description="A JSON schema of the arguments (an object).")
+    strict: bool | None = Field(None, description="Accepted; calls are held to the schema only under "
+                                                  "tool_choice required or a named function.")
+
+
+class Tool(RequestModel):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class NamedFunction(RequestModel):
+    name: str
+
+
+class NamedToolChoice(RequestModel):
+    type: Literal["function"]
+    function: NamedFunction
 
 
 class SamplingFields(RequestModel):
@@ -78,9 +114,13 @@ class ChatCompletionRequest(SamplingFields):
     max_completion_tokens: int | None = Field(None, description="The newer name of max_tokens (wins if both).")
     logprobs: bool | None = Field(None, description="Return the log-probability of each output token.")
     top_logprobs: int | None = Field(None, description="In [0, 20]: alternatives per token (needs logprobs).")
-    tools: list[Any] | None = None
-    tool_choice: Any = None
-    functions: list[Any] | None = None
+    tools: list[Tool] | None = Field(None, description="Functions the model may call (see docs/API.md).")
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
+        None, description='"auto" (the default with tools), "none", "required", or '
+                          '{"type": "function", "function": {"name": ...}}; the last two are grammar-constrained.')
+    parallel_tool_calls: bool | None = Field(None, description="Allow several calls in one answer (default true).")
+    functions: list[Any] | None = Field(None, description="Refused: the deprecated form of tools.")
+    function_call: Any = Field(None, description="Refused: the deprecated form of tool_choice.")
     response_format: dict[str, Any] | None = None
     prompt_logprobs: int | None = Field(None, description="vLLM extra, in [0, 20]: the prompt tokens' "
                                                           "log-probabilities (top-level `prompt_logprobs`); "
@@ -142,16 +182,28 @@ class ChoiceLogprobs(Schema):
     content: list[TokenLogprob] | None
 
 
+class ResponseFunctionCall(Schema):
+    name: str
+    arguments: str
+
+
+class ResponseToolCall(Schema):
+    id: str
+    type: Literal["function"]
+    function: ResponseFunctionCall
+
+
 class AssistantMessage(Schema):
     role: Literal["assistant"]
-    content: str
+    content: str | None = Field(description="null when the answer is only tool calls.")
+    tool_calls: list[ResponseToolCall] | None = None
 
 
 class ChatChoice(Schema):
     index: int
     message: AssistantMessage
     logprobs: ChoiceLogprobs | None
-    finish_reason: Literal["stop", "length", "abort"] | None
+    finish_reason: Literal["stop", "length", "tool_calls", "abort"] | None
 
 
 class ChatCompletion(Schema):
@@ -163,16 +215,32 @@ class ChatCompletion(Schema):
     usage: Usage
 
 
+class ChunkFunctionCall(Schema):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class ChunkToolCall(Schema):
+    """A call's first delta carries id, type and function.name (arguments ""); later ones carry
+    function.arguments fragments of the call at `index`."""
+
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: ChunkFunctionCall
+
+
 class ChunkDelta(Schema):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ChunkToolCall] | None = None
 
 
 class ChunkChoice(Schema):
     index: int
     delta: ChunkDelta
     logprobs: ChoiceLogprobs | None = None
-    finish_reason: Literal["stop", "length", "abort"] | None
+    finish_reason: Literal["stop", "length", "tool_calls", "abort"] | None
 
 
 class ChatCompletionChunk(Schema):

@@ -19,6 +19,8 @@ Environment:
   PAGODA_WEB_PROCESSES  web processes sharing one engine core (deploy/run.sh, `python -m pagoda.serve`;
                     default 1). The launcher sets, per process: PAGODA_ENGINE_LISTEN (the first process's
                     core also takes the others on this Unix socket) or PAGODA_ENGINE_CONNECT (use that core)
+  PAGODA_TOOL_PARSER  the tool-call format of /v1 chat answers: hermes | llama3_json | mistral (default:
+                    chosen from the model's chat template; see docs/API.md, tool calling)
   PAGODA_PIN_SYNC_SECONDS  how often the server picks up prompt changes made by other processes (default 5; 0 off)
   PAGODA_ENGINE_MAX_RESTARTS  restarts of a crashed engine loop per hour before it is left to the
                     process supervisor (/health stays 503); default 3, 0: never restart in-process
@@ -233,6 +235,9 @@ if PAGODA_ENGINE not in {"on", "lazy", "off"}:
 PAGODA_ENGINE_CONFIG = json.loads(os.environ.get("PAGODA_ENGINE_CONFIG") or "{}")
 PAGODA_ENGINE_LISTEN = os.environ.get("PAGODA_ENGINE_LISTEN") or None
 PAGODA_ENGINE_CONNECT = os.environ.get("PAGODA_ENGINE_CONNECT") or None
+# The tool-call parser of /v1 (inference.tool_parsers); empty: chosen from the model's chat template.
+# Checked against the parsers when the api app loads.
+PAGODA_TOOL_PARSER = os.environ.get("PAGODA_TOOL_PARSER", "").strip() or None
 # How often the server re-reads the active system prompts to pin changes made by other processes
 # (management commands, other workers); 0 turns the watcher off.
 PAGODA_PIN_SYNC_SECONDS = float(os.environ.get("PAGODA_PIN_SYNC_SECONDS", "5"))

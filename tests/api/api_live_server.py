@@ -15,6 +15,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,3 +165,28 @@ def stop(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)
+
+
+@contextmanager
+def serve(folder: Path, model_path: str, db_settings: dict, secret_key: str,
+          stats_headers: dict[str, str]) -> Iterator[LiveServer]:
+    """A seeded server on `model_path` until the block ends: its database is a SQLite file in `folder`, or
+    a scratch database when the tests run on PostgreSQL (`db_settings`)."""
+    scratch = None
+    if db_settings["ENGINE"].endswith("postgresql"):
+        scratch = PostgresScratch(db_settings, name=f"pagoda_api_live_{os.getpid()}_{folder.name}")
+        database_url = scratch.create()
+    else:
+        database_url = f"sqlite:///{folder / 'live.sqlite3'}"
+    env = server_env(database_url, model_path, folder, secret_key)
+    seeded = seed(env)
+    process, url = start(env, folder / "server.log")
+    server = LiveServer(url=url, keys=seeded["keys"], prompts=seeded["prompts"], db=LiveDb(database_url),
+                        stats_headers=stats_headers, log_path=folder / "server.log")
+    try:
+        wait_ready(server, process, ["tenant:acme", "tenant:globex"])
+        yield server
+    finally:
+        stop(process)
+        if scratch is not None:
+            scratch.drop()

@@ -76,8 +76,14 @@ class FakeEngine:
     def is_alive(self) -> bool:
         return True
 
-    def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
-        text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + ("<assistant>" if add_generation_prompt else "")
+    def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True,
+                    tools: list[dict] | None = None) -> list[int]:
+        """<role>content per turn, an assistant's calls as <call>name(arguments), tools first as <tools>names."""
+        head = f"<tools>{','.join(t['function']['name'] for t in tools)}" if tools else ""
+        text = head + "".join(
+            f"<{m['role']}>{m['content'] or ''}"
+            + "".join(f"<call>{c['function']['name']}({c['function']['arguments']})" for c in m.get("tool_calls", ()))
+            for m in messages) + ("<assistant>" if add_generation_prompt else "")
         return self.tokenizer.encode(text, add_special_tokens=False)
 
     def encode_system_prefix(self, system_prompt: str) -> list[int]:
@@ -230,24 +236,6 @@ def live(tmp_path_factory, tiny_llama_path):
     from console import panels
 
     folder = tmp_path_factory.mktemp("live-server")
-    db_settings = settings.DATABASES["default"]
-    scratch = None
-    if db_settings["ENGINE"].endswith("postgresql"):
-        scratch = live_server.PostgresScratch(db_settings)
-        database_url = scratch.create()
-    else:
-        database_url = f"sqlite:///{folder / 'live.sqlite3'}"
-    env = live_server.server_env(database_url, str(tiny_llama_path), folder, settings.SECRET_KEY)
-    seeded = live_server.seed(env)
-    process, url = live_server.start(env, folder / "server.log")
-    server = live_server.LiveServer(url=url, keys=seeded["keys"], prompts=seeded["prompts"],
-                                    db=live_server.LiveDb(database_url),
-                                    stats_headers={panels.STATS_TOKEN_HEADER: panels.stats_token()},
-                                    log_path=folder / "server.log")
-    try:
-        live_server.wait_ready(server, process, ["tenant:acme", "tenant:globex"])
+    with live_server.serve(folder, str(tiny_llama_path), settings.DATABASES["default"], settings.SECRET_KEY,
+                           {panels.STATS_TOKEN_HEADER: panels.stats_token()}) as server:
         yield server
-    finally:
-        live_server.stop(process)
-        if scratch is not None:
-            scratch.drop()

@@ -82,7 +82,13 @@ def test_last_used_at_is_recorded(api, tenant, make_key, fake_engine):
     ("logprobs", "true", "logprobs"),
     ("model", "terse\u0000", "model"),  # PostgreSQL cannot compare it: a 400, not a 503
     ("top_logprobs", 30, "top_logprobs"),
-    ("tools", [{"type": "function", "function": {"name": "f"}}], "tools"),
+    ("tools", [{"type": "function", "function": {"name": "no spaces"}}], "tools[0].function.name"),
+    ("tools", [{"type": "function"}], "tools[0].function"),
+    ("tools", [{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}],
+     "tools[0].function.parameters"),
+    ("tool_choice", "sometimes", "tool_choice"),
+    ("tool_choice", "required", "tool_choice"),  # without tools: nothing to call
+    ("functions", [{"name": "f"}], "functions"),
     ("response_format", {"type": "xml"}, "response_format.type"),
     ("logit_bias", {"42": 101}, "logit_bias"),
     ("logit_bias", {"abc": 1}, "logit_bias"),
