@@ -52,8 +52,9 @@ def test_chat_options_reach_the_template(tiny):
     assert not closed.prompt.endswith("assistant\n")
     custom = tiny.chat(conversation[:1], params, use_tqdm=True,
                        chat_template="{% for m in messages %}[{{ m.role }}|{{ m.content }}|{{ flavour }}]{% endfor %}"
-                                     "{% if tools %}{{ tools[0].name }}{% endif %}",
-                       chat_template_kwargs={"flavour": "x"}, tools=[{"name": "lookup"}])[0]
+                                     "{% if tools %}{{ tools[0].function.name }}{% endif %}",
+                       chat_template_kwargs={"flavour": "x"},
+                       tools=[{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}])[0]
     assert custom.prompt == "[user|Hi|x]lookup"
     parts = tiny.chat([{"role": "user", "content": [{"type": "text", "text": "H"}, {"type": "text", "text": "i"}]}],
                       params)[0]
