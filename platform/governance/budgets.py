@@ -23,6 +23,8 @@ from django.utils import timezone
 
 from governance.models import Budget, BudgetReservation, UsageRecord
 from governance.periods import period_bounds
+from pagoda.db import db_call
+from pagoda.ttl_cache import TTLCache
 
 WARN_FRACTION = 0.8  # the employee is told once this share of a budget is spent
 
@@ -118,6 +120,19 @@ def reserve_api(key, request_id: str, num_tokens: int) -> BudgetStatus | None:
     """As reserve_chat, for a /v1 call of `key` against its tenant's API budgets."""
     return _reserve(budgets_for_api(key.tenant_id), key.tenant_id, None, UsageRecord.Source.API,
                     request_id, num_tokens)
+
+
+_HAS_API_BUDGETS = TTLCache("api budgets")  # tenant id -> whether any budget counts its API calls
+
+
+async def areserve_api(key, request_id: str, num_tokens: int) -> BudgetStatus | None:
+    """reserve_api for async code. A tenant without API budgets (known from this process's cache,
+    pagoda.ttl_cache) reserves nothing and costs no database call; one with budgets reserves as
+    reserve_api does, in one transaction."""
+    tenant_id = key.tenant_id
+    if not await _HAS_API_BUDGETS.aget(tenant_id, lambda: bool(budgets_for_api(tenant_id))):
+        return None
+    return await db_call(reserve_api)(key, request_id, num_tokens)
 
 
 def _reserve(budgets: list[Budget], tenant_id: int, user_id: int | None, source: str, request_id: str,

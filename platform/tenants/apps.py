@@ -11,6 +11,10 @@ class TenantsConfig(AppConfig):
 
         from tenants import accounts  # noqa: F401 (receivers: deactivation ends sessions; account audit)
         from tenants import authentication  # noqa: F401 (receivers: the audit of logins and logouts)
+        from pagoda import ttl_cache
         from tenants import pinning
+        from tenants.models import SamplingProfile, SystemPrompt, Tenant
 
         engine_runtime.add_startup_hook(pinning.pin_all_active_prompts)
+        # What API calls read from this process's caches (a deactivated tenant, a changed profile or prompt).
+        ttl_cache.clear_on_change(Tenant, SamplingProfile, SystemPrompt)
