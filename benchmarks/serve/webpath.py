@@ -1,30 +1,33 @@
 """Where an idle streamed call's time goes before its first token: python -m benchmarks.serve.webpath
 
-    python -m benchmarks.serve.webpath --device cpu            # the tiny random model, ~1 minute
+    python -m benchmarks.serve.webpath --device cpu            # the tiny random model, a minute or two
     python -m benchmarks.serve.webpath --device cuda --repeats 50
 
 The server's ASGI application runs in this process (no daphne, no socket), over a database seeded as
 benchmarks.serve seeds it, with the engine core in its child process as the server runs it. Each
 request is a pinned chat turn (the tenant's 2,000-token system prompt is pinned, the client sends a
-50-token question, one output token) or a /v1/completions call of `--input-len` token ids. Measured,
-one request at a time, median of `--repeats`:
+50-token question, one output token) or a /v1/completions call of `--input-len` token ids. Two routes,
+interleaved request by request so that both see the same machine load, median of `--repeats`:
 
-- `asgi`: the whole call through the ASGI application, from its call to the first body bytes (what
-  daphne writes to the socket; the API sends nothing before the first token);
-- each step of the call's path on its own, in the same process, in the order the API runs them:
-  key auth, profile + system prompt, prompt tokens, budget reservation, the engine's first delta
-  through AsyncLLM (add -> core -> reader thread -> this loop), the usage row written at the end;
-- `engine`: the core's own TTFT (StreamDelta.metrics), so `first delta - engine` is the client's
-  hop to the core and back.
+- `pages`: Django's own ASGI handler with every page middleware, reading key, profile, prompt and
+  budgets from the database on every call (PAGODA_API_CACHE_SECONDS=0): the server before api.asgi
+  and pagoda.ttl_cache;
+- `api`: pagoda.asgi.application, as daphne runs it, in steady state (the key's first call is done).
 
-`asgi` minus the steps is what the web framework adds (middleware, routing, parsing, thread hops).
-The figures are this process's; a client through daphne adds its HTTP layer on top
-(benchmarks.serve's probe measures that).
+Rows: `asgi chat` / `asgi completions`, the whole call from the application's call to its first body
+bytes (the API sends nothing before the first token); then each step of the call's path on its own,
+in the order the API runs them: key auth, profile + system prompt, prompt tokens, budget reservation,
+the engine's first delta through AsyncLLM (add -> core -> reader thread -> this loop); `engine ttft`,
+the core's own TTFT (StreamDelta.metrics), so `first delta - engine ttft` is the hop to the core and
+back; `usage row`, what ApiCall.finish writes once the call ended. `asgi chat` minus the steps is
+what the web framework adds (middleware, routing, parsing, thread hops). A client through daphne
+adds its HTTP layer on top (benchmarks.serve's probe measures that).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import secrets
@@ -208,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in (str(ROOT / "platform"), str(ROOT)):
         if path not in sys.path:
             sys.path.insert(0, path)
-    import pagoda.asgi  # noqa: F401  (starts the engine, which pins the tenant's prompt)
+    importlib.import_module("pagoda.asgi")  # starts the engine, which pins the tenant's prompt
 
     import engine_runtime
 
