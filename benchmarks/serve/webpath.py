@@ -21,7 +21,9 @@ the engine's first delta through AsyncLLM (add -> core -> reader thread -> this 
 the core's own TTFT (StreamDelta.metrics), so `first delta - engine ttft` is the hop to the core and
 back; `usage row`, what ApiCall.finish writes once the call ended. `asgi chat` minus the steps is
 what the web framework adds (middleware, routing, parsing, thread hops). A client through daphne
-adds its HTTP layer on top (benchmarks.serve's probe measures that).
+adds its HTTP layer on top (benchmarks.serve's probe measures that). The `, CPU` rows are the CPU
+time this process (every thread of it; the engine core is another process) spent from a call's
+start to its first body bytes: on a busy machine, where wall times wander, they still compare.
 """
 from __future__ import annotations
 
@@ -48,12 +50,13 @@ def _asgi_scope(path: str, api_key: str, body: bytes) -> dict:
             "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}
 
 
-async def asgi_call(app, path: str, api_key: str, payload: dict) -> tuple[float, int]:
-    """(seconds from the call to the first body bytes, status)."""
+async def asgi_call(app, path: str, api_key: str, payload: dict) -> tuple[float, float, int]:
+    """(seconds from the call to the first body bytes, CPU seconds this process spent meanwhile, status)."""
     body = json.dumps(payload).encode()
     sent = False
     first: float | None = None
     status = 0
+    cpu_first: float | None = None
     done = asyncio.Event()
 
     async def receive():
@@ -65,20 +68,20 @@ async def asgi_call(app, path: str, api_key: str, payload: dict) -> tuple[float,
         return {"type": "http.disconnect"}
 
     async def send(message):
-        nonlocal first, status
+        nonlocal first, cpu_first, status
         if message["type"] == "http.response.start":
             status = message["status"]
         elif message["type"] == "http.response.body":
             # The API answers nothing before the engine's first delta is in (EngineRun.start), so the
             # first body bytes are the first token's.
             if first is None and message.get("body"):
-                first = time.perf_counter()
+                first, cpu_first = time.perf_counter(), time.process_time()
             if not message.get("more_body", False):
                 done.set()
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     await app(_asgi_scope(path, api_key, body), receive, send)
-    return ((first or time.perf_counter()) - t0), status
+    return (first or time.perf_counter()) - t0, (cpu_first or time.process_time()) - cpu0, status
 
 
 def _median_ms(values: list[float]) -> float:
@@ -86,7 +89,8 @@ def _median_ms(values: list[float]) -> float:
 
 
 STEPS = ("auth", "profile + prompt", "prompt tokens", "budget", "first delta")
-ROWS = ("asgi chat", *STEPS, "engine ttft", "usage row", "asgi completions")
+ROWS = ("asgi chat", *STEPS, "engine ttft", "usage row", "asgi completions", "asgi chat, CPU",
+        "asgi completions, CPU")
 # "pages": Django's own handler with every page middleware, reading the database on every call (the
 # server before api.asgi and pagoda.ttl_cache); "api": the server's route today.
 MODES = {"pages": 0.0, "api": None}
@@ -121,13 +125,15 @@ async def measure(args, seeded: dict, questions: list[str], id_prompts: list[lis
         if MODES[mode] is None:  # the api route's steady state: what the first call of a key stored
             await authenticate_key(key_text, "chat.completions")
         t = times[mode]
-        seconds, status = await asgi_call(apps[mode], "/v1/chat/completions", key_text, chat_body(q))
+        seconds, cpu, status = await asgi_call(apps[mode], "/v1/chat/completions", key_text, chat_body(q))
         assert status == 200, status
         t["asgi chat"].append(seconds)
-        seconds, status = await asgi_call(apps[mode], "/v1/completions", seeded["api_key"], {
+        t["asgi chat, CPU"].append(cpu)
+        seconds, cpu, status = await asgi_call(apps[mode], "/v1/completions", seeded["api_key"], {
             "model": model, "stream": True, "max_tokens": 1, "prompt": id_prompts[i % len(id_prompts)]})
         assert status == 200, status
         t["asgi completions"].append(seconds)
+        t["asgi completions, CPU"].append(cpu)
 
         start = time.perf_counter()
         key = await authenticate_key(key_text, "chat.completions")
