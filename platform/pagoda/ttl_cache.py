@@ -48,7 +48,9 @@ class TTLCache:
         return self.ttl if self.ttl is not None else settings.PAGODA_API_CACHE_SECONDS
 
     def get(self, key: Hashable) -> Any:
-        """The cached value, or _MISSING (see `missing`)."""
+        """The cached value, or _MISSING (see `missing`); always _MISSING while the TTL is 0 (caching off)."""
+        if self._ttl() <= 0:
+            return _MISSING
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
