@@ -50,19 +50,14 @@ SWEEP_CONFIGS = [  # (block_n, num_warps, num_stages); the first is the default 
 PREFIX_NEW, PREFIX_CACHED = 50, 2000  # the pinned-prefix chat turn of docs/BENCHMARKS.md
 PREFIX_LAYERS = 32  # Llama-3-8B: 32 layers, one cache each
 PREFIX_GRAPH_ROWS, PREFIX_GRAPH_MAX_SEQ = 64, 8192  # PrefillGraphs: size 64 for 50 tokens, max_model_len
-PREFIX_SWEEP_CONFIGS = [  # (block_m, block_n, num_warps, num_stages, prefetch); the first is the default here
-    PrefillConfig(64, 64, 4, 1, True),
-    PrefillConfig(64, 64, 4, 2, False),
-    PrefillConfig(64, 64, 4, 3, False),
-    PrefillConfig(64, 32, 4, 1, True),
-    PrefillConfig(64, 32, 4, 2, False),
-    PrefillConfig(64, 32, 4, 3, False),
-    PrefillConfig(128, 64, 8, 1, True),
-    PrefillConfig(128, 64, 8, 2, False),
-    PrefillConfig(128, 32, 8, 2, False),
-    PrefillConfig(128, 32, 8, 3, False),
-    PrefillConfig(32, 64, 4, 1, True),
-    PrefillConfig(32, 64, 4, 3, False),
+PREFIX_SWEEP_CONFIGS = [  # (block_m, block_n, num_warps, num_stages); the first is the default here
+    PrefillConfig(64, 64, 4, 1),
+    PrefillConfig(64, 32, 4, 1),
+    PrefillConfig(64, 64, 8, 1),
+    PrefillConfig(128, 64, 8, 1),
+    PrefillConfig(128, 32, 8, 1),
+    PrefillConfig(32, 64, 4, 1),
+    PrefillConfig(32, 32, 4, 1),
 ]
 PREFIX_SWEEP_SPLITS = [4, 6, 8, 12, 16, 24, 32]
 TOLERANCE = 1e-2  # on ||out - ref|| / ||ref||; bf16 rounding gives ~3e-3
@@ -313,8 +308,7 @@ def bench_prefix(copy_bw: float, sweep: bool) -> None:
                     best = (us, config, splits)
             except Exception as exc:  # e.g. out of shared memory: report and go on
                 cells.append(f"{type(exc).__name__}"[:7])
-        name = (f"bm={config.block_m} bn={config.block_n} w={config.num_warps} s={config.num_stages}"
-                f"{' pf' if config.prefetch else ''}")
+        name = f"bm={config.block_m} bn={config.block_n} w={config.num_warps} s={config.num_stages}"
         print(f"{name:>28} " + " ".join(f"{c:>7}" for c in cells))
     if best[1] is not None:
         print(f"best: {best[0]:.1f} us with {best[1]}, num_splits={best[2]}")

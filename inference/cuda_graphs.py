@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from . import ops
-from .attention import AttentionMetadata, StepContext
+from .attention import AttentionMetadata
 from .scheduler import SchedulerOutput
 
 if TYPE_CHECKING:
@@ -99,8 +99,7 @@ class DecodeGraphs:
 
     def _forward(self, bs: int) -> torch.Tensor:
         r = self.runner
-        ctx = StepContext(r.kv_caches, self._meta(bs), r.cos_sin_cache, r.scale)
-        hidden = r.model(self.input_ids[:bs], self.positions[:bs], ctx)
+        hidden = r.model(self.input_ids[:bs], self.positions[:bs], r.step_context(self._meta(bs)))
         return r.model.compute_logits(hidden)
 
     def can_run(self, out: SchedulerOutput) -> bool:
@@ -182,8 +181,7 @@ class PrefillGraphs:
                             self.cu_seqlens_q, self.block_tables[0], self.last_index, self.tail, r.block_size)
         meta = AttentionMetadata(self.slot_mapping[:size], self.block_tables, self.seq_lens, self.cu_seqlens_q,
                                  size, r.max_model_len, False)
-        hidden = r.model(self.input_ids[:size], self.positions[:size], StepContext(r.kv_caches, meta,
-                                                                                   r.cos_sin_cache, r.scale))
+        hidden = r.model(self.input_ids[:size], self.positions[:size], r.step_context(meta))
         return r.model.compute_logits(hidden.index_select(0, self.last_index))
 
     def can_run(self, out: SchedulerOutput) -> bool:

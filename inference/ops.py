@@ -61,39 +61,42 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     return kernels.silu_and_mul_ref(x)
 
 
-def paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, scale, max_seq_len):
+def paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, scale, max_seq_len,
+                           window: int | None = None):
     if _triton(q):
         return kernels.paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, scale,
-                                              max_seq_len=max_seq_len)
-    return kernels.paged_attention_decode_ref(q, k_cache, v_cache, block_tables, seq_lens, scale)
+                                              max_seq_len=max_seq_len, window=window)
+    return kernels.paged_attention_decode_ref(q, k_cache, v_cache, block_tables, seq_lens, scale, window=window)
 
 
-def prefill_splits(q, k_cache, num_seqs: int, max_q_len: int, max_seq_len: int) -> int:
+def prefill_splits(q, k_cache, num_seqs: int, max_q_len: int, max_seq_len: int, window: int | None = None) -> int:
     """Key splits for a prefill step's attention (host ints only); 1 on the torch reference path."""
     if not _triton(q):
         return 1
     return kernels.choose_prefill_splits(num_seqs, q.shape[1], k_cache.shape[2], q.shape[2], q.dtype, max_q_len,
-                                         max_seq_len, q.device)
+                                         max_seq_len, q.device, window=window)
 
 
 def paged_attention_prefill(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale, max_q_len,
-                            num_splits: int = 1, max_seq_len: int | None = None):
+                            num_splits: int = 1, max_seq_len: int | None = None, window: int | None = None):
     if _triton(q):
         if num_splits > 1:
             # Few new tokens over a long context (a chat turn after a cached prefix): the key range is
             # split across programs so the whole GPU works on it.
             return kernels.paged_attention_prefill_split(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens,
-                                                         scale, max_q_len, num_splits, max_seq_len=max_seq_len)
+                                                         scale, max_q_len, num_splits, max_seq_len=max_seq_len,
+                                                         window=window)
         return kernels.paged_attention_prefill(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens,
-                                               scale, max_q_len)
+                                               scale, max_q_len, window=window)
     return kernels.paged_attention_prefill_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens,
-                                               scale, max_q_len)
+                                               scale, max_q_len, window=window)
 
 
 def plan_batched_attention(block_tables, seq_lens, cu_seqlens_q, block_size: int, num_rows: int,
-                           dtype: torch.dtype) -> PagedAttentionPlan:
-    """A step's index tensors for paged_attention_batched, built once and shared by every layer."""
-    return kernels.plan_paged_attention(block_tables, seq_lens, cu_seqlens_q, block_size, num_rows, dtype)
+                           dtype: torch.dtype, window: int | None = None) -> PagedAttentionPlan:
+    """A step's index tensors for paged_attention_batched, built once and shared by every layer of
+    one window."""
+    return kernels.plan_paged_attention(block_tables, seq_lens, cu_seqlens_q, block_size, num_rows, dtype, window)
 
 
 def paged_attention_batched(q, k_cache, v_cache, plan: PagedAttentionPlan, scale: float) -> torch.Tensor:

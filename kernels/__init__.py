@@ -1,4 +1,4 @@
-"""Pagoda's Triton kernels: paged KV cache write, paged attention (decode and prefill), RMSNorm, RoPE,
+"""Pagoda's Triton kernels: RoPE fused with the paged KV cache write, paged attention (decode and prefill), RMSNorm,
 SiLU-and-multiply, the fused mixture-of-experts MLP, and the unpacking of a captured step's staged inputs.
 
 Each kernel family lives in one module with its launcher and a pure-torch `*_ref`, the simple
@@ -7,7 +7,7 @@ reference the kernel is tested against; paged_attention_torch is the engine's ba
 
 from kernels.activation import silu_and_mul, silu_and_mul_ref
 from kernels.fused_moe import fused_moe, fused_moe_ref, moe_align
-from kernels.kv_cache_write import write_kv_cache, write_kv_cache_ref
+from kernels.kv_cache_write import write_kv_cache_ref
 from kernels.paged_attention_decode import (
     DecodeConfig,
     choose_num_splits,
@@ -56,6 +56,5 @@ __all__ = [
     "silu_and_mul_ref",
     "unpack_step_row",
     "unpack_step_row_ref",
-    "write_kv_cache",
     "write_kv_cache_ref",
 ]

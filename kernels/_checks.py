@@ -109,6 +109,12 @@ def check_paged_attention_inputs(
         check_device(name, t, q.device)
 
 
+def check_window(window: int | None) -> None:
+    """A sliding window is None (every key is seen) or a positive int (keys (p - window, p] of a query at p)."""
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise ValueError(f"window must be None or a positive int, got {window!r}")
+
+
 @functools.lru_cache(maxsize=None)
 def num_sms(device: torch.device) -> int:
     """Streaming multiprocessors of `device` (a host-side query, no sync). CPU: a small stand-in."""

@@ -1,5 +1,7 @@
-"""Triton helpers shared by the paged attention kernels (inlined into the callers)."""
+"""Helpers shared by the paged attention kernels (Triton ones are inlined into the callers) and their
+launchers."""
 
+import torch
 import triton
 import triton.language as tl
 
@@ -22,9 +24,64 @@ def paged_kv_tile_offsets(
     A tile of keys may span several cache blocks: each key looks up its own block id. The block id is
     widened to int64 first because block_id * stride_cache_block overflows int32 in large pools.
     """
-    block_ids = tl.load(block_table_row_ptr + pos // BLOCK_SIZE, mask=mask, other=0).to(tl.int64)
-    row = block_ids * stride_cache_block + (pos % BLOCK_SIZE).to(tl.int64) * stride_cache_slot + kv_head_off
+    block_ids = tl.load(block_table_row_ptr + pos // BLOCK_SIZE, mask=mask, other=0)
+    return kv_slot_offsets(block_ids, pos, kv_head_off, stride_cache_block, stride_cache_slot, BLOCK_SIZE, HEAD_DIM)
+
+
+@triton.jit
+def kv_slot_offsets(
+    block_ids, pos, kv_head_off, stride_cache_block, stride_cache_slot, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr
+):
+    """Element offsets [BLOCK_N, HEAD_DIM] of keys pos [BLOCK_N] held in cache blocks block_ids [BLOCK_N]."""
+    row = block_ids.to(tl.int64) * stride_cache_block + (pos % BLOCK_SIZE).to(tl.int64) * stride_cache_slot + kv_head_off
     return row[:, None] + tl.arange(0, HEAD_DIM)[None, :]
+
+
+@triton.jit
+def visible_keys(pos, mask_n, query_pos, window, SLIDING: tl.constexpr):
+    """[M, N]: key pos [N] exists (mask_n) and the row at query_pos [M] sees it: causally, and in a
+    sliding layer only within (query_pos - window, query_pos]."""
+    visible = (pos[None, :] <= query_pos[:, None]) & mask_n[None, :]
+    if SLIDING:
+        visible = visible & (pos[None, :] > query_pos[:, None] - window)
+    return visible
+
+
+@triton.jit
+def online_softmax_weights(s, m_i, l_i, MAYBE_UNSEEN: tl.constexpr):
+    """One tile's online-softmax step before its values: scores s [M, N] (log2 domain, -inf where
+    unseen) against the running max m_i and sum l_i [M]. Returns p [M, N], alpha [M] (the factor of the
+    accumulator so far), the new max and the new sum; the caller adds p @ v to acc * alpha.
+
+    MAYBE_UNSEEN: some row may have seen no key yet (all -inf: a masked tile of a split's range, or one
+    before a row's sliding window); its max stays -inf but 0 is subtracted instead, so alpha and p are
+    0, not NaN. Without it, every row must see a key of the first tile (key 0, or its own)."""
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    if MAYBE_UNSEEN:
+        m_sub = tl.where(m_new > float("-inf"), m_new, 0.0)
+    else:
+        m_sub = m_new
+    alpha = tl.exp2(m_i - m_sub)
+    p = tl.exp2(s - m_sub[:, None])
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, axis=1)
+
+
+def paged_strides(q: torch.Tensor, out: torch.Tensor, block_tables: torch.Tensor, k_cache: torch.Tensor) -> tuple:
+    """The strides every paged attention kernel takes, in its parameters' order: q's and out's token and
+    head strides, block_tables' row stride, and the cache's block, slot and head strides."""
+    return (q.stride(0), q.stride(1), out.stride(0), out.stride(1), block_tables.stride(0),
+            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2))
+
+
+def split_partials(rows: int, num_q_heads: int, num_splits: int, head_dim: int, out: torch.Tensor):
+    """The fp32 partials (acc [rows, Hq, S, D], max and sum [rows, Hq, S]) a split kernel writes for its
+    merge, from the caching allocator; with one split none are written, and `out` stands in for all three."""
+    if num_splits == 1:
+        return out, out, out
+    part_acc = torch.empty(rows, num_q_heads, num_splits, head_dim, dtype=torch.float32, device=out.device)
+    part_max = torch.empty(rows, num_q_heads, num_splits, dtype=torch.float32, device=out.device)
+    part_sum = torch.empty(rows, num_q_heads, num_splits, dtype=torch.float32, device=out.device)
+    return part_acc, part_max, part_sum
 
 
 @triton.jit
@@ -69,10 +126,18 @@ def merge_split_partials(
     acc = tl.load(
         part_acc_ptr + (row0 + offs_s[:, None]) * HEAD_DIM + offs_d[None, :], mask=exists[:, None], other=0.0
     )  # [BLOCK_S, D]
+    return combine_splits(m, l, acc, 0)
+
+
+@triton.jit
+def combine_splits(m, l, acc, AXIS: tl.constexpr):
+    """sum_s w_s acc_s / sum_s w_s l_s, w_s = 2^(m_s - max), over the splits axis AXIS of the loaded
+    partials m, l [..., S] and acc [..., S, D] -> [..., D]. Splits with max -inf (no key) weigh 0, and
+    their sum and acc, possibly never written (NaN), are selected away."""
     live = m > float("-inf")
-    m_max = tl.max(m, axis=0)
+    m_max = tl.max(m, axis=AXIS, keep_dims=True)
     m_max = tl.where(m_max > float("-inf"), m_max, 0.0)  # every split empty: all weights 0
     w = tl.where(live, tl.exp2(m - m_max), 0.0)
-    denom = tl.sum(tl.where(live, w * l, 0.0), axis=0)
-    acc = tl.where(live[:, None], acc, 0.0)
-    return tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0.0, denom, 1.0)
+    denom = tl.sum(tl.where(live, w * l, 0.0), axis=AXIS, keep_dims=True)
+    acc = tl.where(tl.expand_dims(live, AXIS + 1), acc, 0.0)
+    return tl.sum(acc * tl.expand_dims(w, AXIS + 1), axis=AXIS) / tl.where(denom > 0.0, denom, 1.0)

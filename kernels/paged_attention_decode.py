@@ -2,7 +2,8 @@
 
 Flash-decoding: the grid is (kv_head, sequence, split). Each program loads every K/V tile of its key
 range once and applies it to all G = Hq / Hkv query heads of its KV head (GQA), keeping an online
-softmax in fp32. With more than one split, each program writes an unnormalised partial result
+softmax in fp32. With a sliding window only the last `window` keys are split and walked, so a
+long context costs the window. With more than one split, each program writes an unnormalised partial result
 (acc, running max, running sum) and a second kernel merges the splits; with one split the first
 kernel writes the output directly. Splitting lets batch 1 with a long context still fill the GPU.
 """
@@ -13,8 +14,15 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_paged_attention_inputs, num_sms
-from kernels._paged import LOG2E, merge_split_partials, paged_kv_tile_offsets
+from kernels._checks import check_paged_attention_inputs, check_window, num_sms
+from kernels._paged import (
+    LOG2E,
+    merge_split_partials,
+    online_softmax_weights,
+    paged_kv_tile_offsets,
+    paged_strides,
+    split_partials,
+)
 
 MAX_SPLITS = 64
 MIN_KEYS_PER_SPLIT = 128  # below this the merge costs more than the extra parallelism gains
@@ -62,6 +70,7 @@ def _decode_split_kernel(
     part_max_ptr,  # [B, Hq, num_splits] fp32, running max of the log2-domain scores
     part_sum_ptr,  # [B, Hq, num_splits] fp32, running sum of exp2(score - max)
     qk_scale,  # softmax scale * log2(e)
+    window,  # SLIDING: the query at p sees keys (p - window, p]
     num_q_heads,
     num_splits,
     stride_q_seq,
@@ -78,6 +87,7 @@ def _decode_split_kernel(
     BLOCK_SIZE: tl.constexpr,  # tokens per kv cache block
     BLOCK_N: tl.constexpr,
     SPLIT_K: tl.constexpr,  # num_splits > 1: write partials for the merge kernel
+    SLIDING: tl.constexpr,  # a sliding-window layer (else every key is seen)
     DOT_PRECISION: tl.constexpr,
 ):
     # kv_head varies fastest so the Hkv programs of one (sequence, split) run together and jointly
@@ -87,11 +97,16 @@ def _decode_split_kernel(
     split = tl.program_id(2)
     seq64 = seq.to(tl.int64)
 
-    # Every sequence is cut into num_splits equal, BLOCK_N-aligned ranges; a split past the end is
-    # empty (seq_len == 0 padding rows: all splits), and then touches neither block table nor cache.
+    # The keys the query sees, [kv_lo, seq_len), are cut into num_splits equal, BLOCK_N-long ranges; a
+    # split past the end is empty (seq_len == 0 padding rows: all splits), and then touches neither
+    # block table nor cache. Keys before a window are never loaded.
     seq_len = tl.load(seq_lens_ptr + seq)
-    keys_per_split = tl.cdiv(tl.cdiv(seq_len, num_splits), BLOCK_N) * BLOCK_N
-    lo = split * keys_per_split
+    if SLIDING:
+        kv_lo = tl.maximum(seq_len - window, 0)
+    else:
+        kv_lo = 0
+    keys_per_split = tl.cdiv(tl.cdiv(seq_len - kv_lo, num_splits), BLOCK_N) * BLOCK_N
+    lo = kv_lo + split * keys_per_split
     hi = tl.minimum(lo + keys_per_split, seq_len)
 
     offs_g = tl.arange(0, BLOCK_G)
@@ -120,10 +135,7 @@ def _decode_split_kernel(
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_G, BLOCK_N]
         s = tl.where(mask_n[None, :], s, float("-inf"))
         # The first key of every non-empty range is valid, so m_new is finite from the first tile on.
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        p, alpha, m_new, l_i = online_softmax_weights(s, m_i, l_i, False)
         # Masked V rows load as 0: unused slots may hold anything, even NaN, and 0 * NaN is NaN.
         v = tl.load(v_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
@@ -174,6 +186,7 @@ def paged_attention_decode(
     num_splits: int | None = None,
     *,
     max_seq_len: int | None = None,
+    window: int | None = None,
     out: torch.Tensor | None = None,
     config: DecodeConfig | None = None,
 ) -> torch.Tensor:
@@ -185,9 +198,11 @@ def paged_attention_decode(
     this step's token (already written to the cache). seq_lens[b] == 0 gives a zero output row.
     num_splits: split-K factor; None picks one from B, Hkv and max_seq_len (a host int: defaults to
     block_tables.shape[1] * block_size, an upper bound). No host syncs: safe to capture in a CUDA graph
-    (num_splits is then fixed at capture time). out: optional preallocated output.
+    (num_splits is then fixed at capture time). window: a sliding-window layer's window (the query at
+    p sees keys p - window + 1 .. p); None attends to every key. out: optional preallocated output.
     """
     check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out)
+    check_window(window)
     batch, num_q_heads, head_dim = q.shape
     if seq_lens.shape[0] != batch:
         raise ValueError(f"seq_lens has {seq_lens.shape[0]} entries for a batch of {batch} queries")
@@ -202,17 +217,13 @@ def paged_attention_decode(
     if max_seq_len is None:
         max_seq_len = block_tables.shape[1] * block_size
     if num_splits is None:
-        num_splits = choose_num_splits(batch, num_kv_heads, max_seq_len, q.device)
+        keys = max_seq_len if window is None else min(max_seq_len, window)
+        num_splits = choose_num_splits(batch, num_kv_heads, keys, q.device)
     if not 1 <= num_splits <= MAX_SPLITS:
         raise ValueError(f"num_splits must be in [1, {MAX_SPLITS}], got {num_splits}")
     cfg = config or decode_config(head_dim, q.dtype)
 
-    if num_splits > 1:
-        part_acc = torch.empty(batch, num_q_heads, num_splits, head_dim, dtype=torch.float32, device=q.device)
-        part_max = torch.empty(batch, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
-        part_sum = torch.empty(batch, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
-    else:  # not touched when SPLIT_K is off; any tensor will do
-        part_acc = part_max = part_sum = out
+    part_acc, part_max, part_sum = split_partials(batch, num_q_heads, num_splits, head_dim, out)
     _decode_split_kernel[(num_kv_heads, batch, num_splits)](
         q,
         k_cache,
@@ -224,22 +235,17 @@ def paged_attention_decode(
         part_max,
         part_sum,
         scale * LOG2E,
+        window or 0,
         num_q_heads,
         num_splits,
-        q.stride(0),
-        q.stride(1),
-        out.stride(0),
-        out.stride(1),
-        block_tables.stride(0),
-        k_cache.stride(0),
-        k_cache.stride(1),
-        k_cache.stride(2),
+        *paged_strides(q, out, block_tables, k_cache),
         GQA=gqa,
         BLOCK_G=max(16, triton.next_power_of_2(gqa)),
         HEAD_DIM=head_dim,
         BLOCK_SIZE=block_size,
         BLOCK_N=cfg.block_n,
         SPLIT_K=num_splits > 1,
+        SLIDING=window is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
@@ -271,6 +277,7 @@ def paged_attention_decode_ref(
     num_splits: int | None = None,
     *,
     max_seq_len: int | None = None,
+    window: int | None = None,
     out: torch.Tensor | None = None,
     config: DecodeConfig | None = None,
 ) -> torch.Tensor:
@@ -288,9 +295,10 @@ def paged_attention_decode_ref(
             out[seq] = 0
             continue
         blocks = block_tables[seq, : triton.cdiv(seq_len, block_size)].long()
+        first = 0 if window is None else max(0, seq_len - window)  # the query at seq_len - 1 sees keys first..
         # [L, Hkv, D] -> [Hq, L, D]: repeat each kv head for its G query heads.
-        k = k_cache[blocks].flatten(0, 1)[:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
-        v = v_cache[blocks].flatten(0, 1)[:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
+        k = k_cache[blocks].flatten(0, 1)[first:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
+        v = v_cache[blocks].flatten(0, 1)[first:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
         scores = torch.einsum("hd,hld->hl", q[seq].float(), k) * scale  # [Hq, L]
         out[seq] = torch.einsum("hl,hld->hd", scores.softmax(dim=-1), v).to(out.dtype)
     return out

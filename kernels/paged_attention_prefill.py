@@ -3,7 +3,8 @@
 Sequence b contributes q[cu_seqlens_q[b]:cu_seqlens_q[b+1]] (q_len_b tokens, 1 for a decode row);
 query j sits at absolute position seq_lens[b] - q_len_b + j and attends to keys 0..that position, all
 read from the cache (their K/V were written before attention), which covers prefix-cache hits and
-chunked prefill alike.
+chunked prefill alike. In a sliding-window layer query j sees only the keys (position - window,
+position]; a tile walks only the keys some row of it sees, so a long context costs the window.
 
 Grid: (query tile, kv_head). A tile holds BLOCK_M rows = BLOCK_M // GQA_PAD tokens x GQA_PAD query
 heads of one kv head, so every K/V tile is loaded once for the whole GQA group. Tiles are numbered
@@ -20,8 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_paged_attention_inputs
-from kernels._paged import LOG2E, paged_kv_tile_offsets
+from kernels._checks import check_paged_attention_inputs, check_window
+from kernels._paged import LOG2E, online_softmax_weights, paged_kv_tile_offsets, paged_strides, visible_keys
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,6 @@ class PrefillConfig:
     block_n: int  # keys per inner-loop iteration
     num_warps: int
     num_stages: int
-    prefetch: bool = True  # split kernel: next K/V tile into registers by hand (False: Triton's pipeliner)
 
 
 def prefill_config(head_dim: int, dtype: torch.dtype, gqa_pad: int, max_q_len: int) -> PrefillConfig:
@@ -45,6 +45,14 @@ def prefill_config(head_dim: int, dtype: torch.dtype, gqa_pad: int, max_q_len: i
     num_warps = 8 if block_m >= 128 else 4
     # 3 stages: K/V double-buffered and the block-id gather prefetched (Triton 3.6 pipeliner).
     return PrefillConfig(block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=3)
+
+
+def check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out, window) -> None:
+    """The checks of both prefill launchers (this one and the split one)."""
+    check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out, cu_seqlens_q=cu_seqlens_q)
+    check_window(window)
+    if cu_seqlens_q.shape != (seq_lens.shape[0] + 1,):
+        raise ValueError(f"cu_seqlens_q has shape {tuple(cu_seqlens_q.shape)}, expected ({seq_lens.shape[0] + 1},)")
 
 
 @triton.jit
@@ -92,6 +100,7 @@ def _prefill_kernel(
     seq_lens_ptr,  # [B] int32
     out_ptr,  # [N, Hq, D]
     qk_scale,  # softmax scale * log2(e)
+    window,  # SLIDING: the query at p sees keys (p - window, p]
     num_seqs,
     stride_q_tok,
     stride_q_head,
@@ -107,6 +116,7 @@ def _prefill_kernel(
     BLOCK_SIZE: tl.constexpr,  # tokens per kv cache block
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    SLIDING: tl.constexpr,  # a sliding-window layer (else every earlier key is seen)
     DOT_PRECISION: tl.constexpr,
 ):
     BLOCK_Q: tl.constexpr = BLOCK_M // GQA_PAD  # tokens per tile
@@ -141,7 +151,11 @@ def _prefill_kernel(
     bt_row_ptr = block_tables_ptr + seq.to(tl.int64) * stride_bt_seq
     kv_head_off = kv_head.to(tl.int64) * stride_cache_head
     kv_end = tl.minimum(seq_len, ctx_len + tok_start + BLOCK_Q)  # one past the tile's last position
-    for start in range(0, kv_end, BLOCK_N):
+    if SLIDING:  # the first key of the tile's first row's window: no row sees an earlier one
+        kv_start = tl.maximum(ctx_len + tok_start - window + 1, 0)
+    else:
+        kv_start = 0
+    for start in range(kv_start, kv_end, BLOCK_N):
         pos = start + offs_n
         mask_n = pos < kv_end
         kv_offs = paged_kv_tile_offsets(
@@ -149,13 +163,10 @@ def _prefill_kernel(
         )
         k = tl.load(k_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
-        visible = (pos[None, :] <= query_pos[:, None]) & mask_n[None, :]
-        s = tl.where(visible, s, float("-inf"))
-        # Key 0 is visible to every row, so after the first tile m_new is finite for all rows.
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        s = tl.where(visible_keys(pos, mask_n, query_pos, window, SLIDING), s, float("-inf"))
+        # Without a window key 0 is visible to every row, so after the first tile every max is finite;
+        # with one, a row whose window starts past this tile has seen no key yet.
+        p, alpha, m_new, l_i = online_softmax_weights(s, m_i, l_i, SLIDING)
         v = tl.load(v_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
@@ -173,6 +184,7 @@ def paged_attention_prefill(
     scale: float,
     max_q_len: int,
     *,
+    window: int | None = None,
     out: torch.Tensor | None = None,
     config: PrefillConfig | None = None,
 ) -> torch.Tensor:
@@ -182,11 +194,10 @@ def paged_attention_prefill(
     seq_lens: int32 [B], keys per sequence including its new tokens (>= q_len_b); block_tables: int32
     [B, max_blocks_per_seq]; k_cache, v_cache: [num_blocks, block_size, Hkv, D], contiguous.
     max_q_len: host int >= every q_len_b (only picks the tile size; no host sync). Rows of q past
-    cu_seqlens_q[B] are not written. out: optional preallocated output.
+    cu_seqlens_q[B] are not written. window: a sliding-window layer's window (query at p sees keys
+    p - window + 1 .. p); None: every key up to p. out: optional preallocated output.
     """
-    check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out, cu_seqlens_q=cu_seqlens_q)
-    if cu_seqlens_q.shape != (seq_lens.shape[0] + 1,):
-        raise ValueError(f"cu_seqlens_q has shape {tuple(cu_seqlens_q.shape)}, expected ({seq_lens.shape[0] + 1},)")
+    check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out, window)
     num_tokens, num_q_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     batch = seq_lens.shape[0]
@@ -210,21 +221,16 @@ def paged_attention_prefill(
         seq_lens,
         out,
         scale * LOG2E,
+        window or 0,
         batch,
-        q.stride(0),
-        q.stride(1),
-        out.stride(0),
-        out.stride(1),
-        block_tables.stride(0),
-        k_cache.stride(0),
-        k_cache.stride(1),
-        k_cache.stride(2),
+        *paged_strides(q, out, block_tables, k_cache),
         GQA=gqa,
         GQA_PAD=gqa_pad,
         HEAD_DIM=head_dim,
         BLOCK_SIZE=block_size,
         BLOCK_M=cfg.block_m,
         BLOCK_N=cfg.block_n,
+        SLIDING=window is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
@@ -242,6 +248,7 @@ def paged_attention_prefill_ref(
     scale: float,
     max_q_len: int | None = None,
     *,
+    window: int | None = None,
     out: torch.Tensor | None = None,
     config: PrefillConfig | None = None,
 ) -> torch.Tensor:
@@ -267,11 +274,14 @@ def paged_attention_prefill_ref(
         k = k_cache[blocks].flatten(0, 1)[:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
         v = v_cache[blocks].flatten(0, 1)[:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
         qs = q[q_start:q_end].float().transpose(0, 1)  # [Hq, q_len, D]
-        if q_len == seq_len:  # no cached prefix: plain causal
+        if q_len == seq_len and window is None:  # no cached prefix: plain causal
             o = torch.nn.functional.scaled_dot_product_attention(qs, k, v, is_causal=True, scale=scale)
         else:  # query j sits at position seq_len - q_len + j
-            query_pos = torch.arange(seq_len - q_len, seq_len, device=q.device)
-            visible = torch.arange(seq_len, device=q.device)[None, :] <= query_pos[:, None]
+            query_pos = torch.arange(seq_len - q_len, seq_len, device=q.device)[:, None]
+            key_pos = torch.arange(seq_len, device=q.device)[None, :]
+            visible = key_pos <= query_pos
+            if window is not None:
+                visible &= key_pos > query_pos - window
             o = torch.nn.functional.scaled_dot_product_attention(qs, k, v, attn_mask=visible, scale=scale)
         out[q_start:q_end] = o.transpose(0, 1).to(out.dtype)
     return out

@@ -4,7 +4,9 @@ over long contexts, e.g. a chat turn of 50 new tokens after 2,000 cached ones. T
 uses the same tiles (tokens x GQA group in M) but also cuts every sequence's key range into
 `num_splits` parts: grid (q_tile, kv_head, split, seq) flattened into one axis, q_tile fastest, so the
 programs that share a K/V range run side by side (L2 reuse). Each writes fp32 partials (acc, max, sum)
-per (token, head, split) and `_prefill_merge_kernel` combines them, as decode's merge does.
+per (token, head, split) and `_prefill_merge_kernel` combines them, as decode's merge does. In a
+sliding-window layer only the keys some query of the sequence sees are split, and each tile walks
+only those of its own rows' windows.
 """
 from __future__ import annotations
 
@@ -12,9 +14,19 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_paged_attention_inputs, num_sms
-from kernels._paged import LOG2E, paged_kv_tile_offsets, split_key_range
-from kernels.paged_attention_prefill import PrefillConfig, _load_query_tile, _store_out_tile
+from kernels._checks import num_sms
+from kernels._paged import (
+    LOG2E,
+    combine_splits,
+    kv_slot_offsets,
+    online_softmax_weights,
+    paged_kv_tile_offsets,
+    paged_strides,
+    split_key_range,
+    split_partials,
+    visible_keys,
+)
+from kernels.paged_attention_prefill import PrefillConfig, _load_query_tile, _store_out_tile, check_prefill_inputs
 
 SPLIT_MAX_Q_LEN = 128  # longer chunks have enough query tiles for the kernel above (and PrefillGraphs' top size)
 SPLIT_MAX_SPLITS = 64
@@ -30,7 +42,7 @@ def prefill_split_config(head_dim: int, dtype: torch.dtype, gqa_pad: int, max_q_
     block_m = max(gqa_pad, 16, min(64, rows))
     block_n = 32 if element_size * head_dim > 256 else 64  # fp32 D=128 or D=256: smaller K/V tiles
     # One stage: the kernel prefetches its next K/V tile into registers itself. Triton's pipeliner
-    # instead (prefetch=False, cp.async through shared memory) measured slower on an H200: 18.8 (2
+    # instead (a plain loop, cp.async through shared memory) measured slower on an H200: 18.8 (2
     # stages) and 19.7 (3) against 16.5 us per layer with the merge (python -m benchmarks.kernels --only prefix).
     return PrefillConfig(block_m=block_m, block_n=block_n, num_warps=4, num_stages=1)
 
@@ -45,13 +57,17 @@ def choose_prefill_splits(
     max_seq_len: int,
     device: torch.device,
     config: PrefillConfig | None = None,
+    window: int | None = None,
 ) -> int:
     """Key splits for `paged_attention_prefill_split`; 1 means the unsplit kernel is the better choice.
 
     Host ints only (no sync). Splits until there are ~SPLIT_PROGRAMS_PER_SM programs per SM (rounded
-    down, so the programs fit one wave), keeping >= SPLIT_MIN_KEYS keys of `max_seq_len` per split.
+    down, so the programs fit one wave), keeping >= SPLIT_MIN_KEYS keys of `max_seq_len` per split
+    (with a sliding window, of the window + max_q_len - 1 keys a sequence's queries see at most).
     Chunks longer than SPLIT_MAX_Q_LEN, or batches with enough query tiles already, get 1.
     """
+    if window is not None:
+        max_seq_len = min(max_seq_len, window + max_q_len - 1)
     if batch <= 0 or max_q_len <= 0 or max_q_len > SPLIT_MAX_Q_LEN:
         return 1
     gqa_pad = triton.next_power_of_2(num_q_heads // num_kv_heads)
@@ -70,25 +86,15 @@ def _full_tile_offsets(
 ):
     """Cache offsets [BLOCK_N, D] of keys start .. start + BLOCK_N - 1, all of which exist (no mask)."""
     pos = start + tl.arange(0, BLOCK_N)
-    block_ids = tl.load(bt_row_ptr + pos // BLOCK_SIZE).to(tl.int64)
-    row = block_ids * stride_cache_block + (pos % BLOCK_SIZE).to(tl.int64) * stride_cache_slot + kv_head_off
-    return row[:, None] + tl.arange(0, HEAD_DIM)[None, :]
+    block_ids = tl.load(bt_row_ptr + pos // BLOCK_SIZE)
+    return kv_slot_offsets(block_ids, pos, kv_head_off, stride_cache_block, stride_cache_slot, BLOCK_SIZE, HEAD_DIM)
 
 
 @triton.jit
 def _online_softmax_update(s, v, acc, m_i, l_i, DOT_PRECISION: tl.constexpr, MAYBE_UNSEEN: tl.constexpr):
-    """Fold a tile's scores s [BLOCK_M, BLOCK_N] (log2 domain) and values v into (acc, max, sum).
-
-    MAYBE_UNSEEN: some row may have seen no key yet (all -inf, possible in a masked tile of the last
-    split); its max stays -inf but 0 is subtracted instead, so alpha and p are 0, not NaN."""
-    m_new = tl.maximum(m_i, tl.max(s, axis=1))
-    if MAYBE_UNSEEN:
-        m_sub = tl.where(m_new > float("-inf"), m_new, 0.0)
-    else:
-        m_sub = m_new
-    alpha = tl.exp2(m_i - m_sub)
-    p = tl.exp2(s - m_sub[:, None])
-    l_i = l_i * alpha + tl.sum(p, axis=1)
+    """Fold a tile's scores s [BLOCK_M, BLOCK_N] (log2 domain) and values v into (acc, max, sum);
+    MAYBE_UNSEEN as in online_softmax_weights."""
+    p, alpha, m_new, l_i = online_softmax_weights(s, m_i, l_i, MAYBE_UNSEEN)
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
     return acc, m_new, l_i
 
@@ -109,6 +115,7 @@ def _masked_tile_step(
     start,  # first key position of the tile
     hi,  # one past the range's last key
     query_pos,  # [BLOCK_M] absolute positions of the rows
+    window,  # SLIDING: the row at p sees keys (p - window, p]
     k_cache_ptr,
     v_cache_ptr,
     bt_row_ptr,
@@ -119,10 +126,11 @@ def _masked_tile_step(
     BLOCK_SIZE: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    SLIDING: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
     """One online-softmax step of the split kernel over keys start .. start + BLOCK_N - 1, of which
-    some may not exist (past hi) or not be visible (causal) to some rows."""
+    some may not exist (past hi) or not be visible (causal, or before a window) to some rows."""
     pos = start + tl.arange(0, BLOCK_N)
     mask_n = pos < hi
     kv_offs = paged_kv_tile_offsets(
@@ -132,7 +140,7 @@ def _masked_tile_step(
     # Masked V rows load as 0: unused slots may hold anything, even NaN, and 0 * NaN is NaN.
     v = tl.load(v_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
-    s = tl.where((pos[None, :] <= query_pos[:, None]) & mask_n[None, :], s, float("-inf"))
+    s = tl.where(visible_keys(pos, mask_n, query_pos, window, SLIDING), s, float("-inf"))
     return _online_softmax_update(s, v, acc, m_i, l_i, DOT_PRECISION, True)
 
 
@@ -149,6 +157,7 @@ def _prefill_split_kernel(
     part_max_ptr,  # [N, Hq, num_splits] fp32: running max of the log2-domain scores (-inf: no key)
     part_sum_ptr,  # [N, Hq, num_splits] fp32: running sum of exp2(score - max)
     qk_scale,  # softmax scale * log2(e)
+    window,  # SLIDING: the query at p sees keys (p - window, p]
     num_q_heads,
     num_kv_heads,
     num_splits,
@@ -168,8 +177,8 @@ def _prefill_split_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     SPLIT_K: tl.constexpr,  # num_splits > 1: write partials for the merge kernel
+    SLIDING: tl.constexpr,  # a sliding-window layer (else every earlier key is seen)
     DOT_PRECISION: tl.constexpr,
-    PREFETCH: tl.constexpr,  # next K/V tile loaded into registers by hand (else by Triton's pipeliner)
 ):
     BLOCK_Q: tl.constexpr = BLOCK_M // GQA_PAD  # tokens per tile
     # pid = ((seq * num_splits + split) * Hkv + kv_head) * num_q_tiles + q_tile: the query tiles (and
@@ -193,7 +202,15 @@ def _prefill_split_kernel(
     # The sequence's keys are cut into num_splits ranges of whole tiles from its actual length
     # (num_splits is fixed on the host, e.g. at graph capture; the ranges follow seq_len at replay).
     # Causal: no row of this tile sees a key past ctx_len + tok_start + BLOCK_Q - 1.
-    lo, hi = split_key_range(seq_len, split, num_splits, BLOCK_N)
+    if SLIDING:
+        # Only keys from the first query's window on are split (the same ranges for every tile of the
+        # sequence), then cut to this tile's: its first row sees none before first_pos - window + 1.
+        win_lo = tl.maximum(ctx_len - window + 1, 0)
+        lo, hi = split_key_range(seq_len - win_lo, split, num_splits, BLOCK_N)
+        lo = tl.maximum(lo + win_lo, ctx_len + tok_start - window + 1)
+        hi = hi + win_lo
+    else:
+        lo, hi = split_key_range(seq_len, split, num_splits, BLOCK_N)
     kv_end = tl.minimum(seq_len, ctx_len + tok_start + BLOCK_Q)
     hi = tl.minimum(hi, kv_end)  # lo >= hi: empty range, only -inf maxima are written
 
@@ -209,18 +226,31 @@ def _prefill_split_kernel(
     kv_head_off = kv_head.to(tl.int64) * stride_cache_head
     # Keys below ctx_len + tok_start + 1 are visible to every row of the tile: whole BLOCK_N tiles of
     # them (the cached prefix, i.e. nearly all of a chat turn's keys) need no mask at all; the tiles
-    # from `mid` on (the causal diagonal, the range's ragged end) are masked.
-    mid = lo + tl.maximum(tl.minimum(hi, ctx_len + tok_start + 1) - lo, 0) // BLOCK_N * BLOCK_N
-    if PREFETCH and mid > lo:
+    # from `mid` on (the causal diagonal, the range's ragged end) are masked. In a sliding layer so
+    # are the tiles before `full_lo`, whose keys have left the window of the tile's last real row.
+    if SLIDING:
+        last_pos = ctx_len + tl.minimum(tok_start + BLOCK_Q, q_len) - 1
+        full_lo = tl.minimum(lo + tl.cdiv(tl.maximum(last_pos - window + 1 - lo, 0), BLOCK_N) * BLOCK_N, hi)
+        full_lo = tl.maximum(full_lo, lo)  # an empty range (hi < lo) stays empty
+        for start in range(lo, full_lo, BLOCK_N):
+            acc, m_i, l_i = _masked_tile_step(
+                q, acc, m_i, l_i, start, hi, query_pos, window, k_cache_ptr, v_cache_ptr, bt_row_ptr,
+                kv_head_off, stride_cache_block, stride_cache_slot, qk_scale, BLOCK_SIZE, HEAD_DIM, BLOCK_N,
+                SLIDING, DOT_PRECISION,
+            )
+    else:
+        full_lo = lo
+    mid = full_lo + tl.maximum(tl.minimum(hi, ctx_len + tok_start + 1) - full_lo, 0) // BLOCK_N * BLOCK_N
+    if mid > full_lo:
         # Software-pipelined by hand: the next tile's K/V loads are issued before this tile's dots,
-        # so their latency hides behind the compute (faster on an H200 than Triton's pipeliner, the
-        # branch below; see prefill_split_config). The last iteration reloads its own tile, an L2
-        # hit, instead of branching.
-        kv_offs = _full_tile_offsets(bt_row_ptr, lo, kv_head_off, stride_cache_block, stride_cache_slot,
+        # so their latency hides behind the compute (faster on an H200 than Triton's pipeliner; see
+        # prefill_split_config). The last iteration reloads its own tile, an L2 hit, instead of
+        # branching.
+        kv_offs = _full_tile_offsets(bt_row_ptr, full_lo, kv_head_off, stride_cache_block, stride_cache_slot,
                                      BLOCK_SIZE, HEAD_DIM, BLOCK_N)
         k = tl.load(k_cache_ptr + kv_offs)
         v = tl.load(v_cache_ptr + kv_offs)
-        for start in range(lo, mid, BLOCK_N):
+        for start in range(full_lo, mid, BLOCK_N):
             kv_offs = _full_tile_offsets(bt_row_ptr, tl.minimum(start + BLOCK_N, mid - BLOCK_N), kv_head_off,
                                          stride_cache_block, stride_cache_slot, BLOCK_SIZE, HEAD_DIM, BLOCK_N)
             k_next = tl.load(k_cache_ptr + kv_offs)
@@ -228,17 +258,10 @@ def _prefill_split_kernel(
             acc, m_i, l_i = _full_tile_step(q, k, v, acc, m_i, l_i, qk_scale, DOT_PRECISION)
             k = k_next
             v = v_next
-    elif mid > lo:  # plain loop: Triton's pipeliner stages the loads through shared memory
-        for start in range(lo, mid, BLOCK_N):
-            kv_offs = _full_tile_offsets(bt_row_ptr, start, kv_head_off, stride_cache_block, stride_cache_slot,
-                                         BLOCK_SIZE, HEAD_DIM, BLOCK_N)
-            k = tl.load(k_cache_ptr + kv_offs)
-            v = tl.load(v_cache_ptr + kv_offs)
-            acc, m_i, l_i = _full_tile_step(q, k, v, acc, m_i, l_i, qk_scale, DOT_PRECISION)
     for start in range(mid, hi, BLOCK_N):
         acc, m_i, l_i = _masked_tile_step(
-            q, acc, m_i, l_i, start, hi, query_pos, k_cache_ptr, v_cache_ptr, bt_row_ptr, kv_head_off,
-            stride_cache_block, stride_cache_slot, qk_scale, BLOCK_SIZE, HEAD_DIM, BLOCK_N, DOT_PRECISION,
+            q, acc, m_i, l_i, start, hi, query_pos, window, k_cache_ptr, v_cache_ptr, bt_row_ptr, kv_head_off,
+            stride_cache_block, stride_cache_slot, qk_scale, BLOCK_SIZE, HEAD_DIM, BLOCK_N, SLIDING, DOT_PRECISION,
         )
 
     if SPLIT_K:
@@ -288,13 +311,7 @@ def _prefill_merge_kernel(
     acc = tl.load(
         part_acc_ptr + rows[:, :, None] * HEAD_DIM + offs_d[None, None, :], mask=exists[:, :, None], other=0.0
     )  # [HEADS, S, D]
-    live = m > float("-inf")
-    m_max = tl.max(m, axis=1)
-    m_max = tl.where(m_max > float("-inf"), m_max, 0.0)  # every split empty: all weights 0
-    w = tl.where(live, tl.exp2(m - m_max[:, None]), 0.0)
-    denom = tl.sum(tl.where(live, w * l, 0.0), axis=1)  # [HEADS]
-    acc = tl.where(live[:, :, None], acc, 0.0)
-    out = tl.sum(acc * w[:, :, None], axis=1) / tl.where(denom > 0.0, denom, 1.0)[:, None]  # [HEADS, D]
+    out = combine_splits(m, l, acc, 1)  # [HEADS, D]
     tl.store(
         out_ptr + tok.to(tl.int64) * stride_out_tok + heads[:, None] * stride_out_head + offs_d[None, :],
         out.to(out_ptr.dtype.element_ty),
@@ -314,6 +331,7 @@ def paged_attention_prefill_split(
     num_splits: int | None = None,
     *,
     max_seq_len: int | None = None,
+    window: int | None = None,
     out: torch.Tensor | None = None,
     config: PrefillConfig | None = None,
 ) -> torch.Tensor:
@@ -325,10 +343,9 @@ def paged_attention_prefill_split(
     default block_tables.shape[1] * block_size); the ranges follow each sequence's actual seq_len, so a
     CUDA graph captured for an upper bound is valid for every replay. No host syncs; the fp32 partials
     [N, Hq, num_splits, D] come from the caching allocator (inside a capture: the graph's pool).
+    window: as paged_attention_prefill's (None: global).
     """
-    check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out, cu_seqlens_q=cu_seqlens_q)
-    if cu_seqlens_q.shape != (seq_lens.shape[0] + 1,):
-        raise ValueError(f"cu_seqlens_q has shape {tuple(cu_seqlens_q.shape)}, expected ({seq_lens.shape[0] + 1},)")
+    check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out, window)
     num_tokens, num_q_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     batch = seq_lens.shape[0]
@@ -347,7 +364,7 @@ def paged_attention_prefill_split(
         raise ValueError(f"block_m ({cfg.block_m}) must hold a whole GQA group ({gqa_pad})")
     if num_splits is None:
         num_splits = choose_prefill_splits(
-            batch, num_q_heads, num_kv_heads, head_dim, q.dtype, max_q_len, max_seq_len, q.device, cfg
+            batch, num_q_heads, num_kv_heads, head_dim, q.dtype, max_q_len, max_seq_len, q.device, cfg, window
         )
     if not 1 <= num_splits <= SPLIT_MAX_SPLITS:
         raise ValueError(f"num_splits must be in [1, {SPLIT_MAX_SPLITS}], got {num_splits}")
@@ -356,12 +373,7 @@ def paged_attention_prefill_split(
     if num_programs >= 2**31:
         raise ValueError(f"{num_programs} programs exceed the grid limit: lower max_q_len, batch or num_splits")
 
-    if num_splits > 1:
-        part_acc = torch.empty(num_tokens, num_q_heads, num_splits, head_dim, dtype=torch.float32, device=q.device)
-        part_max = torch.empty(num_tokens, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
-        part_sum = torch.empty(num_tokens, num_q_heads, num_splits, dtype=torch.float32, device=q.device)
-    else:  # not touched when SPLIT_K is off; any tensor will do
-        part_acc = part_max = part_sum = out
+    part_acc, part_max, part_sum = split_partials(num_tokens, num_q_heads, num_splits, head_dim, out)
     _prefill_split_kernel[(num_programs,)](
         q,
         k_cache,
@@ -374,18 +386,12 @@ def paged_attention_prefill_split(
         part_max,
         part_sum,
         scale * LOG2E,
+        window or 0,
         num_q_heads,
         num_kv_heads,
         num_splits,
         num_q_tiles,
-        q.stride(0),
-        q.stride(1),
-        out.stride(0),
-        out.stride(1),
-        block_tables.stride(0),
-        k_cache.stride(0),
-        k_cache.stride(1),
-        k_cache.stride(2),
+        *paged_strides(q, out, block_tables, k_cache),
         GQA=gqa,
         GQA_PAD=gqa_pad,
         HEAD_DIM=head_dim,
@@ -393,8 +399,8 @@ def paged_attention_prefill_split(
         BLOCK_M=cfg.block_m,
         BLOCK_N=cfg.block_n,
         SPLIT_K=num_splits > 1,
+        SLIDING=window is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        PREFETCH=cfg.prefetch,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )

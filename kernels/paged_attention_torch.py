@@ -17,6 +17,10 @@ then runs `paged_attention_torch` with them:
 Decode rows (one new token) and chunks of several tokens are planned as two groups, so one long
 prompt in a batch of decode rows does not pad every decode row to the prompt's length.
 
+A sliding-window layer has a plan of its own (`window`): each sequence gathers only the keys from its
+first query's window on, so S is at most window + Q - 1, and the mask also hides keys that have left
+a query's window.
+
 Keys past a sequence's end are gathered from its first slot and masked out: the kernel contract lets
 block-table entries past a sequence's blocks and unwritten cache slots hold anything (NaN included),
 and NaN times a zero softmax weight would still be NaN.
@@ -34,7 +38,7 @@ class _Group:
     """Sequences attended together, their queries padded to q_len and keys to seq_len."""
 
     q_rows: torch.Tensor | None  # [G * Q] int64 rows of the packed q (padding repeats a real row); None: q itself
-    key_slots: torch.Tensor  # [G * S] int64 flat cache slots (keys past a sequence's end: its first slot)
+    key_slots: torch.Tensor  # [G * S] int64 flat cache slots (keys past a sequence's end: its first key's)
     mask: torch.Tensor  # [G, 1, Q, S] additive: 0 where the query sees the key, -inf elsewhere
     out_rows: torch.Tensor | None  # [R] packed output rows of the group's real queries; None: all, in order
     real: torch.Tensor | None  # [R] positions of those queries among the G * Q padded ones; None: all
@@ -53,11 +57,13 @@ class PagedAttentionPlan:
 
 
 def plan_paged_attention(block_tables: torch.Tensor, seq_lens: torch.Tensor, cu_seqlens_q: torch.Tensor,
-                         block_size: int, num_rows: int, dtype: torch.dtype) -> PagedAttentionPlan:
+                         block_size: int, num_rows: int, dtype: torch.dtype,
+                         window: int | None = None) -> PagedAttentionPlan:
     """The plan of a step whose packed q has num_rows rows (decode: cu_seqlens_q = 0..B).
 
     block_tables [B, W] int32, seq_lens [B] int32, cu_seqlens_q [B+1] int32 as in kernels/README.md;
-    reads seq_lens and cu_seqlens_q on the host. dtype: the mask's (q's) dtype.
+    reads seq_lens and cu_seqlens_q on the host. dtype: the mask's (q's) dtype. window: the layers'
+    sliding window (a query at p sees keys p - window + 1 .. p); None: every key up to p.
     """
     seq_lens_l = seq_lens.tolist()
     cu = cu_seqlens_q.tolist()
@@ -68,7 +74,7 @@ def plan_paged_attention(block_tables: torch.Tensor, seq_lens: torch.Tensor, cu_
     # A sequence with no keys (decode padding) or no queries gets no group; its rows stay zero.
     decode = [b for b, (q, s) in enumerate(zip(q_lens, seq_lens_l)) if q == 1 and s > 0]
     chunks = [b for b, (q, s) in enumerate(zip(q_lens, seq_lens_l)) if q > 1 and s > 0]
-    groups = [_plan_group(seqs, block_tables, seq_lens_l, q_lens, cu, block_size, dtype)
+    groups = [_plan_group(seqs, block_tables, seq_lens_l, q_lens, cu, block_size, dtype, window)
               for seqs in (decode, chunks) if seqs]
     covered = sum(q_lens[b] for seqs in (decode, chunks) for b in seqs)
     if len(groups) == 1 and covered == num_rows and groups[0].real is None:
@@ -79,23 +85,29 @@ def plan_paged_attention(block_tables: torch.Tensor, seq_lens: torch.Tensor, cu_
 
 
 def _plan_group(seqs: list[int], block_tables: torch.Tensor, seq_lens: list[int], q_lens: list[int],
-                cu: list[int], block_size: int, dtype: torch.dtype) -> _Group:
+                cu: list[int], block_size: int, dtype: torch.dtype, window: int | None) -> _Group:
     device = block_tables.device
     q_len = max(q_lens[b] for b in seqs)
-    seq_len = max(seq_lens[b] for b in seqs)
+    # Each sequence's keys from `first` on: 0, or where its first query's window starts.
+    firsts = [0 if window is None else max(0, seq_lens[b] - q_lens[b] - window + 1) for b in seqs]
+    seq_len = max(seq_lens[b] - f for b, f in zip(seqs, firsts))
     idx = torch.tensor(seqs, dtype=torch.int64, device=device)
     lens = torch.tensor([seq_lens[b] for b in seqs], dtype=torch.int64, device=device)[:, None]  # [G, 1]
     qlens = torch.tensor([q_lens[b] for b in seqs], dtype=torch.int64, device=device)[:, None]
     starts = torch.tensor([cu[b] for b in seqs], dtype=torch.int64, device=device)[:, None]
-    key_pos = torch.arange(seq_len, device=device)[None, :]  # [1, S]
-    key_pos = torch.where(key_pos < lens, key_pos, 0)  # [G, S]: past the end -> the first key
+    first = torch.tensor(firsts, dtype=torch.int64, device=device)[:, None]
+    key_pos = first + torch.arange(seq_len, device=device)[None, :]  # [G, S]
+    exists = key_pos < lens
+    gather_pos = torch.where(exists, key_pos, first)  # past the end -> the first key
     tables = block_tables.index_select(0, idx).long()
-    key_slots = tables.gather(1, key_pos // block_size) * block_size + key_pos % block_size  # [G, S]
+    key_slots = tables.gather(1, gather_pos // block_size) * block_size + gather_pos % block_size  # [G, S]
     j = torch.arange(q_len, device=device)[None, :]  # [1, Q]
     is_real = j < qlens  # [G, Q]
     j_clamped = torch.minimum(j, qlens - 1)  # a padding query repeats the last real one
     query_pos = lens - qlens + j_clamped  # [G, Q] absolute positions
-    visible = torch.arange(seq_len, device=device)[None, None, :] <= query_pos[:, :, None]  # [G, Q, S]
+    visible = key_pos[:, None, :] <= query_pos[:, :, None]  # [G, Q, S]; keys past the end are past every query
+    if window is not None:
+        visible &= key_pos[:, None, :] > query_pos[:, :, None] - window
     mask = torch.zeros(visible.shape, dtype=dtype, device=device).masked_fill_(~visible, float("-inf"))
     rows = (starts + j_clamped).flatten()
     real = is_real.flatten().nonzero().squeeze(1)

@@ -217,7 +217,7 @@ def apply_rotary_and_write_kv(
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> None:
-    """apply_rotary(q, k, positions, cos_sin_cache) then write_kv_cache(k, v, k_cache, v_cache,
+    """apply_rotary(q, k, positions, cos_sin_cache) then write_kv_cache_ref(k, v, k_cache, v_cache,
     slot_mapping), in one kernel: an attention layer's whole step before attention proper.
 
     Same arguments and contracts as those two (v like k; slot -1 = padding, not written).

@@ -17,8 +17,8 @@ FAMILIES = {
     "qwen2": "Qwen2, Qwen2.5",
     "qwen3": "Qwen3 dense",
     "qwen3_moe": "Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B)",
-    "exaone4": "EXAONE 4.0 (context capped at its sliding window where it has one)",
-    "gemma3_text": "Gemma 3 text (context capped at its sliding window)",
+    "exaone4": "EXAONE 4.0",
+    "gemma3_text": "Gemma 3 text",
 }
 
 
@@ -60,10 +60,18 @@ class ModelArgs:
     norm_topk_prob: bool = True  # renormalise the top-k routing weights to sum to 1
     moe_layers: tuple[int, ...] = field(default=())  # the layers whose MLP is the experts
     nope_layers: tuple[int, ...] = field(default=())  # layers without RoPE (EXAONE 4.0's global ones)
-    # Gemma 3: its sliding layers rotate by their own base; attention scaled by query_pre_attn_scalar ** -0.5.
+    # The layers that attend over sliding_window keys (every layer of Mistral, some of EXAONE 4.0 and
+    # Gemma 3); the others are global.
     sliding_layers: tuple[int, ...] = field(default=())
+    # Gemma 3: its sliding layers rotate by their own base; attention scaled by query_pre_attn_scalar ** -0.5.
     local_rope_theta: float | None = None
     query_pre_attn_scalar: float | None = None
+
+    def layer_windows(self) -> list[int | None]:
+        """Each layer's sliding window, as Hugging Face's `sliding_window`: the query at position p sees
+        keys p - window + 1 .. p (window keys, itself included); None: every key up to p."""
+        sliding = set(self.sliding_layers) if self.sliding_window else set()
+        return [self.sliding_window if i in sliding else None for i in range(self.num_layers)]
 
     @classmethod
     def from_hf_config(cls, cfg: Any) -> "ModelArgs":
@@ -77,6 +85,7 @@ class ModelArgs:
         if scaling and scaling.get("rope_type", scaling.get("type")) in (None, "default"):
             scaling = None
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // num_heads
+        window = _sliding_window(cfg, model_type)
         moe = _moe_fields(cfg) if model_type == "qwen3_moe" else {}
         gemma = _gemma3_fields(cfg) if model_type == "gemma3_text" else {}
         if gemma:
@@ -95,10 +104,11 @@ class ModelArgs:
             max_position_embeddings=cfg.max_position_embeddings,
             tie_word_embeddings=bool(getattr(cfg, "tie_word_embeddings", False)),
             qkv_bias=model_type == "qwen2" or bool(getattr(cfg, "attention_bias", False)),
-            sliding_window=_sliding_window(cfg, model_type),
+            sliding_window=window,
             family=model_type,
             qk_norm=model_type in ("qwen3", "qwen3_moe", "exaone4"),
             nope_layers=_nope_layers(cfg) if model_type == "exaone4" else (),
+            sliding_layers=_sliding_layers(cfg, model_type) if window else (),
             **moe, **gemma,
         )
 
@@ -108,6 +118,13 @@ def _nope_layers(cfg: Any) -> tuple[int, ...]:
     if not getattr(cfg, "sliding_window", None):
         return ()
     return tuple(i for i, t in enumerate(getattr(cfg, "layer_types", None) or []) if t == "full_attention")
+
+
+def _sliding_layers(cfg: Any, model_type: str) -> tuple[int, ...]:
+    """Mistral slides in every layer; EXAONE 4.0 and Gemma 3 where layer_types says "sliding_attention"."""
+    if model_type == "mistral":
+        return tuple(range(cfg.num_hidden_layers))
+    return tuple(i for i, t in enumerate(getattr(cfg, "layer_types", None) or []) if t == "sliding_attention")
 
 
 def _sliding_window(cfg: Any, model_type: str) -> int | None:
@@ -150,5 +167,4 @@ def _gemma3_fields(cfg: Any) -> dict:
     theta = full.pop("rope_theta")
     scaling = full if full.get("rope_type", "default") != "default" else None
     return dict(rope_theta=float(theta), rope_scaling=scaling, local_rope_theta=float(local["rope_theta"]),
-                sliding_layers=tuple(i for i, t in enumerate(cfg.layer_types) if t == "sliding_attention"),
                 query_pre_attn_scalar=float(cfg.query_pre_attn_scalar))

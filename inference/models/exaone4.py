@@ -2,8 +2,8 @@
 (x + norm(attn(x)), then h + norm(mlp(h)): no input norm), and in the hybrid models (sliding_window
 set) RoPE only in the sliding-window layers: the global layers attend without positions (NoPE).
 
-Sliding windows are not applied by the attention kernels yet, so the engine caps the context at the
-window (ModelArgs.sliding_window), where a windowed layer equals a global one.
+The step's context applies each layer's window (ModelArgs.layer_windows): the sliding layers attend
+over their last sliding_window keys, the global ones over the whole context.
 """
 from __future__ import annotations
 

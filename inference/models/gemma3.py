@@ -4,8 +4,8 @@ scaled by sqrt(hidden), and attention scaled by query_pre_attn_scalar ** -0.5.
 
 The step's ForwardContext rotates by the global layers' RoPE (the model runner builds it from
 ModelArgs.rope_theta); a sliding layer rotates q and k here by its local base and hands the context
-position 0, which rotates by nothing. Sliding windows are not applied by the attention kernels yet,
-so the engine caps the context at the window (ModelArgs.sliding_window).
+position 0, which rotates by nothing. The step's context also applies each layer's window
+(ModelArgs.layer_windows), so a sliding layer attends over its last sliding_window keys only.
 """
 from __future__ import annotations
 
@@ -73,8 +73,8 @@ class Gemma3ForCausalLM(LlamaForCausalLM):
         self.args = args
         self.embed_tokens = torch.nn.Embedding(args.vocab_size, args.hidden_size)
         # Built where the model is (the runner's device context); a plain attribute, so .to(dtype) keeps fp32.
-        max_pos = args.sliding_window or args.max_position_embeddings
-        local = build_cos_sin_cache(args.head_dim, max_pos, args.local_rope_theta, None).to(
+        # A sliding layer rotates by absolute positions, so its table covers the whole context.
+        local = build_cos_sin_cache(args.head_dim, args.max_position_embeddings, args.local_rope_theta, None).to(
             self.embed_tokens.weight.device)
         self.layers = torch.nn.ModuleList(Gemma3DecoderLayer(args, i, local) for i in range(args.num_layers))
         self.norm = GemmaRMSNorm(args.hidden_size, args.rms_norm_eps)

@@ -60,8 +60,9 @@ class Fp8KVStepContext(StepContext):
     """A StepContext over e4m3 KV caches: rotate, quantize-and-write, dequantize the step's blocks, attend."""
 
     def __init__(self, kv_caches: list[tuple[torch.Tensor, torch.Tensor]], meta: AttentionMetadata,
-                 cos_sin_cache: torch.Tensor, scale: float, kv_scales: torch.Tensor):
-        super().__init__(kv_caches, meta, cos_sin_cache, scale)
+                 cos_sin_cache: torch.Tensor, scale: float, kv_scales: torch.Tensor,
+                 windows: list[int | None] | None = None):
+        super().__init__(kv_caches, meta, cos_sin_cache, scale, windows)
         self.kv_scales = kv_scales  # [num_layers, 2] fp32: (k_scale, v_scale) of each layer
 
     def attention(self, layer_idx: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -72,4 +73,4 @@ class Fp8KVStepContext(StepContext):
         write_kv_fp8(k, v, k_cache, v_cache, self.meta.slot_mapping, k_scale, v_scale)
         k_read, v_read, tables = dequantize_blocks(k_cache, v_cache, self.meta.block_tables, k_scale, v_scale,
                                                    q.dtype)
-        return self.attend(q, k_read, v_read, tables)
+        return self.attend(q, k_read, v_read, tables, self.windows[layer_idx])

@@ -11,16 +11,17 @@ from tenants.models import Tenant
 
 # --- API keys ---
 def api_key_by_plaintext(plaintext: str) -> ApiKey | None:
-    """The key row for a presented key, revoked or not (the caller tells 401 from 403); tenant preloaded."""
+    """The key row for a presented key, revoked or not (the caller tells 401 from 403); tenant and owner
+    preloaded."""
     return api_key_by_hash(services.hash_api_key(plaintext))
 
 
 def api_key_by_hash(hashed_key: str) -> ApiKey | None:
-    return ApiKey.objects.select_related("tenant").filter(hashed_key=hashed_key).first()
+    return ApiKey.objects.select_related("tenant", "owner").filter(hashed_key=hashed_key).first()
 
 
 def api_keys(tenant: Tenant) -> QuerySet[ApiKey]:
-    return ApiKey.objects.filter(tenant=tenant).order_by("revoked_at", "-created_at")
+    return ApiKey.objects.filter(tenant=tenant).select_related("owner").order_by("revoked_at", "-created_at")
 
 
 # --- usage ---

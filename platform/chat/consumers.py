@@ -181,7 +181,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             await _db(access.verify_session)(self.user.pk, self.session_key)  # logged out, deactivated...
             plan = await _db(services.plan_turn)(
-                self.user, self.conversation_id, content=frame.content, profile_name=frame.profile)
+                self.user, self.conversation_id, content=frame.content, profile_name=frame.profile,
+                parent_id=frame.parent_id, edit_of=frame.message_id if frame.type == protocol.EDIT else None,
+                answer_id=frame.message_id if frame.type == protocol.REGENERATE else None)
             engine = await engine_runtime.aget_engine(timeout=settings.PAGODA_CHAT_ENGINE_WAIT_SECONDS)
             params = plan.profile.to_sampling_params(n=1, logprobs=None)  # the page shows one reply
             prompt_ids = await asyncio.to_thread(self._prompt_ids, engine, plan, params.max_tokens)

@@ -9,6 +9,16 @@ from tenants import selectors
 from tenants.models import SamplingProfile, SystemPrompt, Tenant
 
 TITLE_CHARS = 80
+# The parent a new message gets when none is named: it goes on after the conversation's newest message
+# (a reply: after its newest user message), as when every conversation was a single line.
+LAST = object()
+
+
+def _last(conversation: Conversation, role: str | None = None) -> Message | None:
+    rows = Message.objects.filter(conversation=conversation).exclude(role=Message.Role.SYSTEM)
+    if role is not None:
+        rows = rows.filter(role=role)
+    return rows.order_by("-created_at", "-id").first()
 
 
 def create_conversation(tenant: Tenant, user, *, title: str = "", profile: SamplingProfile | None = None) -> Conversation:
@@ -21,9 +31,12 @@ def create_conversation(tenant: Tenant, user, *, title: str = "", profile: Sampl
 
 
 @transaction.atomic
-def add_user_message(conversation: Conversation, content: str) -> Message:
-    """Save the user's turn (before generation starts); the first one titles an untitled conversation."""
-    message = Message.objects.create(conversation=conversation, role=Message.Role.USER, content=content)
+def add_user_message(conversation: Conversation, content: str, *, parent: Message | None | object = LAST) -> Message:
+    """Save the user's turn (before generation starts) after `parent` (None: a first message, or an edit
+    of one); the first one titles an untitled conversation."""
+    if parent is LAST:
+        parent = _last(conversation)
+    message = Message.objects.create(conversation=conversation, role=Message.Role.USER, content=content, parent=parent)
     if not conversation.title:
         conversation.title = " ".join(content.split())[:TITLE_CHARS]
     conversation.save(update_fields=["title", "updated_at"])
@@ -31,15 +44,20 @@ def add_user_message(conversation: Conversation, content: str) -> Message:
 
 
 def create_pending_reply(
-    conversation: Conversation, *, profile: SamplingProfile | None, system_prompt: SystemPrompt | None
+    conversation: Conversation, *, profile: SamplingProfile | None, system_prompt: SystemPrompt | None,
+    parent: Message | None | object = LAST,
 ) -> Message:
-    """The assistant row, saved as pending before streaming so a dropped socket leaves a trace."""
+    """The assistant row answering the user message `parent`, saved as pending before streaming so a
+    dropped socket leaves a trace."""
+    if parent is LAST:
+        parent = _last(conversation, Message.Role.USER)
     return Message.objects.create(
         conversation=conversation,
         role=Message.Role.ASSISTANT,
         status=Message.Status.PENDING,
         profile=profile,
         system_prompt=system_prompt,
+        parent=parent,
     )
 
 

@@ -1,10 +1,16 @@
 """The chat WebSocket protocol: JSON text frames with a "type", parsed and built only here.
 
 client -> server
-    {"type": "user_message", "content": "...", "profile": "chat"}   profile optional: the conversation's
-                                                                     last one, else the tenant's default
+    {"type": "user_message", "content": "...", "profile": "chat", "parent_id": 12}
+                                             profile optional: the conversation's last one, else the
+                                             tenant's default; parent_id optional: the message it goes
+                                             on after (an older branch), else the newest one
+    {"type": "edit", "message_id": 11, "content": "...", "profile": "chat"}
+                                             the user message 11 edited and sent again: a new branch
+                                             beside it (chat.branches), answered at once
     {"type": "stop"}                                                 abort the reply being generated
-    {"type": "regenerate", "profile": "coding"}                      a new reply to the last user message
+    {"type": "regenerate", "profile": "coding", "message_id": 11}    a new reply to the user message 11
+                                                                     (optional: the current branch's last)
 server -> client
     {"type": "start", "message_id": 12, "user_message_id": 11, "title": "...", "profile": "chat"}
                                              the turn is saved and the reply begins (user_message_id
@@ -30,8 +36,8 @@ from dataclasses import dataclass
 
 from chat.errors import ChatError
 
-USER_MESSAGE, STOP, REGENERATE = "user_message", "stop", "regenerate"
-CLIENT_TYPES = (USER_MESSAGE, STOP, REGENERATE)
+USER_MESSAGE, STOP, REGENERATE, EDIT = "user_message", "stop", "regenerate", "edit"
+CLIENT_TYPES = (USER_MESSAGE, STOP, REGENERATE, EDIT)
 _MAX_PROFILE_CHARS = 64
 # Slack for the JSON around the content and for escapes (a \uXXXX escape is six characters for one).
 _FRAME_OVERHEAD_CHARS = 1024
@@ -40,11 +46,14 @@ _ESCAPE_FACTOR = 6
 
 @dataclass(frozen=True)
 class ClientFrame:
-    """One parsed client frame. `content` is set for user_message only; `profile` is a profile name or None."""
+    """One parsed client frame. `content` is set for user_message and edit; `profile` is a profile name or
+    None; `message_id` the message edited or answered again, `parent_id` the one a user_message follows."""
 
     type: str
     content: str | None = None
     profile: str | None = None
+    message_id: int | None = None
+    parent_id: int | None = None
 
 
 def parse_client_frame(text: str | None, max_message_chars: int) -> ClientFrame:
@@ -67,8 +76,23 @@ def parse_client_frame(text: str | None, max_message_chars: int) -> ClientFrame:
         return ClientFrame(STOP)
     profile = _profile_name(data.get("profile"))
     if kind == REGENERATE:
-        return ClientFrame(REGENERATE, profile=profile)
-    return ClientFrame(USER_MESSAGE, content=_content(data.get("content"), max_message_chars), profile=profile)
+        return ClientFrame(REGENERATE, profile=profile, message_id=_message_id(data, "message_id"))
+    content = _content(data.get("content"), max_message_chars)
+    if kind == EDIT:
+        message_id = _message_id(data, "message_id")
+        if message_id is None:
+            raise ChatError("invalid_frame", 'An edit needs the "message_id" of the message edited.')
+        return ClientFrame(EDIT, content=content, profile=profile, message_id=message_id)
+    return ClientFrame(USER_MESSAGE, content=content, profile=profile, parent_id=_message_id(data, "parent_id"))
+
+
+def _message_id(data: dict, field: str) -> int | None:
+    value = data.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+        raise ChatError("invalid_frame", f'"{field}" must be the id of a message (a positive integer).')
+    return value
 
 
 def _require_utf8(value: str, field: str) -> None:
@@ -81,7 +105,7 @@ def _require_utf8(value: str, field: str) -> None:
 
 def _content(value: object, max_chars: int) -> str:
     if not isinstance(value, str):
-        raise ChatError("invalid_frame", 'A user_message needs a "content" string.')
+        raise ChatError("invalid_frame", 'A user_message or edit needs a "content" string.')
     _require_utf8(value, "content")
     value = value.replace("\x00", "")  # PostgreSQL text cannot hold NUL, and nobody types one
     if not value.strip():

@@ -2,6 +2,8 @@
 through database_sync_to_async.
 
     plan = plan_turn(user, conversation_id, content=..., profile_name=...)   # reads only; may raise ChatError
+                     # parent_id=: go on after that message; edit_of=: fork a sent message; content=None
+                     # regenerates (answer_id=: the user message to answer again)
     turn = begin_turn(plan, request_id)   # saves the user message and a pending reply, in one transaction
     finish_turn(turn.reply, stream, status=..., error=...)   # the reply's text, status and usage
 
@@ -18,7 +20,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from chat import history, selectors
+from chat import branches, history, selectors
 from chat.errors import ChatError
 from chat.models import Conversation, Message
 from chat.replies import ReplyStream
@@ -36,6 +38,8 @@ class TurnPlan:
     system_prompt: SystemPrompt | None
     turns: list[dict]  # the prompt's turns (history, then the user message to answer)
     content: str | None  # the new user message; None when regenerating
+    user_parent: Message | None = None  # the message the new user message follows (None: a first message)
+    answered: Message | None = None  # when regenerating: the user message answered again
 
 
 @dataclass
@@ -61,24 +65,46 @@ def resolve_profile(conversation: Conversation, name: str | None) -> SamplingPro
     return profile
 
 
-def plan_turn(user, conversation_id: int, *, content: str | None, profile_name: str | None) -> TurnPlan:
-    """Read what a turn needs. content=None regenerates the reply to the last user message.
+def plan_turn(user, conversation_id: int, *, content: str | None, profile_name: str | None,
+              parent_id: int | None = None, edit_of: int | None = None, answer_id: int | None = None) -> TurnPlan:
+    """Read what a turn needs; the prompt is the path to where the turn goes (chat.branches).
 
+    content + parent_id: a new message after that message (by default the newest: the current branch).
+    content + edit_of: an edited user message, a sibling of the one edited (a new branch from there).
+    content=None: regenerate the reply to `answer_id` (by default the current branch's last user message).
     Raises ChatAccessError when the conversation is no longer the user's, ChatError for an unknown
-    profile or nothing to regenerate.
+    profile, a message id that is not a fitting message of this conversation, or nothing to regenerate.
     """
     conversation = selectors.conversation_for_socket(user, conversation_id)
     profile = resolve_profile(conversation, profile_name)
     system_prompt = tenant_selectors.active_system_prompt(conversation.tenant)
-    turns = selectors.prompt_turns(selectors.thread(conversation))
+    tree = selectors.tree(conversation)
     if content is None:
-        while turns and turns[-1]["role"] != "user":
-            turns.pop()  # the reply being replaced
-        if not turns:
+        if answer_id is not None:
+            answered = _message_of(tree, answer_id, Message.Role.USER)
+        else:
+            answered = branches.last_user_message(tree.current())
+        if answered is None:
             raise ChatError("nothing_to_regenerate", "There is no message to answer again yet.")
+        turns = selectors.prompt_turns(tree.path_to(answered))
+        return TurnPlan(conversation, profile, system_prompt, turns, None, answered=answered)
+    if edit_of is not None:
+        edited = _message_of(tree, edit_of, Message.Role.USER)
+        parent = tree.by_id.get(tree.parent_ids[edited.pk])
     else:
-        turns.append({"role": "user", "content": content})
-    return TurnPlan(conversation, profile, system_prompt, turns, content)
+        parent = _message_of(tree, parent_id) if parent_id is not None else tree.newest()
+    turns = [*selectors.prompt_turns(tree.path_to(parent)), {"role": "user", "content": content}]
+    return TurnPlan(conversation, profile, system_prompt, turns, content, user_parent=parent)
+
+
+def _message_of(tree: branches.Tree, message_id: int, role: str | None = None) -> Message:
+    """The conversation's message `message_id` (of `role`); ChatError("unknown_message") otherwise, as a
+    404 would say: a message of another conversation is not told apart from none."""
+    message = tree.by_id.get(message_id)
+    if message is None or (role is not None and message.role != role):
+        kind = "message of yours" if role == Message.Role.USER else "message"
+        raise ChatError("unknown_message", f"This conversation has no {kind} with the id {message_id}.")
+    return message
 
 
 @transaction.atomic
@@ -90,11 +116,12 @@ def begin_turn(plan: TurnPlan, request_id: str, stale_reply_s: float | None = No
         fail_stale_replies(stale_reply_s, conversation)
     user_message = None
     if plan.content is not None:
-        user_message = history.add_user_message(conversation, plan.content)
+        user_message = history.add_user_message(conversation, plan.content, parent=plan.user_parent)
     if conversation.profile_id != plan.profile.pk:  # the next turn starts with the profile picked last
         Conversation.objects.filter(pk=conversation.pk).update(profile=plan.profile)
         conversation.profile = plan.profile
-    reply = history.create_pending_reply(conversation, profile=plan.profile, system_prompt=plan.system_prompt)
+    reply = history.create_pending_reply(conversation, profile=plan.profile, system_prompt=plan.system_prompt,
+                                         parent=user_message or plan.answered)
     reply.request_id = request_id
     reply.save(update_fields=["request_id"])
     return Turn(user_message, reply, conversation.title)

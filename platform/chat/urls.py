@@ -12,5 +12,6 @@ urlpatterns = [
     path("chat/<int:conversation_id>/delete/", views.delete, name="delete"),
     path("chat/<int:conversation_id>/rename/", views.rename, name="rename"),
     path("chat/<int:conversation_id>/pin/", views.pin, name="pin"),
+    path("chat/<int:conversation_id>/messages/<int:message_id>/feedback/", views.feedback, name="feedback"),
     path("chat/<int:conversation_id>/export.md", views.export_markdown, name="export_md"),
 ]

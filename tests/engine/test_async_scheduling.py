@@ -2,7 +2,6 @@
 finished requests, aborts, the step trace) checked on the CPU: a stand-in for the CUDA graphs runs the
 real model eagerly and feeds the tokens of the step in flight the way the device does."""
 import pytest
-import torch
 
 from inference import LLM, SamplingParams
 from inference.async_scheduling import PLACEHOLDER, AsyncScheduling
@@ -20,9 +19,7 @@ class EagerGraphs:
 
     def run(self, out, feed=None):
         input_ids, positions, meta, _ = self.runner.prepare_with_inputs(out, feed)
-        from inference.attention import StepContext
-
-        ctx = StepContext(self.runner.kv_caches, meta, self.runner.cos_sin_cache, self.runner.scale)
+        ctx = self.runner.step_context(meta)
         return self.runner.model.compute_logits(self.runner.model(input_ids, positions, ctx))
 
 

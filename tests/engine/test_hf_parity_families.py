@@ -1,6 +1,7 @@
-"""Qwen3 dense, Qwen3-MoE, EXAONE 4.0 and Gemma 3: greedy tokens identical to Hugging Face generate (CPU, fp32, small
-random-weight models saved by transformers with a real tokenizer), also under chunked prefill and
-with prefix-cache hits and preemption."""
+"""Qwen3 dense, Qwen3-MoE, EXAONE 4.0, Gemma 3 and Mistral with a sliding window: greedy tokens identical to
+Hugging Face generate (CPU, fp32, small random-weight models saved by transformers with a real tokenizer),
+also under chunked prefill and with prefix-cache hits and preemption. The windowed families slide over
+fewer keys than the longer prompts hold, with windows that are not a multiple of the 8-token block."""
 import pytest
 import torch
 from test_hf_parity import hf_greedy
@@ -13,13 +14,15 @@ FAMILIES = {
     "qwen3_moe": {"head_dim": 16, "num_hidden_layers": 3, "num_experts": 8, "num_experts_per_tok": 2,
                   "moe_intermediate_size": 32, "norm_topk_prob": True, "mlp_only_layers": [1],
                   "decoder_sparse_step": 1},
-    # Hybrid: layers 0-2 slide over 64 tokens with RoPE, layer 3 is global without it; the context is
-    # capped at the window, which the prompts and their 20 new tokens stay inside.
-    "exaone4": {"num_hidden_layers": 4, "sliding_window": 64, "sliding_window_pattern": 4},
-    # Sliding (RoPE base 1e4) and global (1e6) layers alternating; query_pre_attn_scalar != head_dim.
-    "gemma3_text": {"head_dim": 16, "num_hidden_layers": 4, "sliding_window": 64, "sliding_window_pattern": 2,
+    # Hybrid: layers 0-2 slide over 20 tokens with RoPE, layer 3 is global without it.
+    "exaone4": {"num_hidden_layers": 4, "sliding_window": 20, "sliding_window_pattern": 4},
+    # Sliding (16 tokens, RoPE base 1e4) and global (1e6) layers alternating; query_pre_attn_scalar != head_dim.
+    "gemma3_text": {"head_dim": 16, "num_hidden_layers": 4, "sliding_window": 16, "sliding_window_pattern": 2,
                     "query_pre_attn_scalar": 8, "tie_word_embeddings": True},
+    # Every layer slides over 13 tokens.
+    "mistral": {"num_hidden_layers": 3, "sliding_window": 13},
 }
+WINDOWED = ["exaone4", "gemma3_text", "mistral"]
 PROMPTS = [list(range(100, 100 + n)) for n in (3, 17, 40)]  # spans several 8-token blocks
 
 
@@ -90,13 +93,36 @@ def test_triton_kernels_match_hf(family_model, monkeypatch):
     assert [o.outputs[0].token_ids for o in outs] == [e[:6] for e in expected]
 
 
-@pytest.mark.parametrize("family", ["exaone4", "gemma3_text"])
-def test_hybrid_context_is_capped_at_its_window(tmp_path, tiny_model_factory, family):
-    """Until the kernels apply windows, a longer prompt is refused rather than attended globally."""
-    from inference.errors import PromptTooLongError
+def test_windowed_layers_are_the_configs(family_model):
+    """Which layers slide is read from the config: HF's layer_types (EXAONE 4.0, Gemma 3), every layer (Mistral)."""
+    from inference.model_loader import load_hf_config
+    from inference.models.args import ModelArgs
+
+    path, _ = family_model
+    cfg = load_hf_config(path)
+    windows = ModelArgs.from_hf_config(cfg).layer_windows()
+    window = FAMILIES[cfg.model_type].get("sliding_window")
+    types = getattr(cfg, "layer_types", None) or ["full_attention"] * cfg.num_hidden_layers
+    if cfg.model_type == "mistral":
+        types = ["sliding_attention"] * cfg.num_hidden_layers
+    assert windows == [window if t == "sliding_attention" and window else None for t in types]
+
+
+@pytest.mark.parametrize("family", WINDOWED)
+def test_context_is_not_capped_at_the_window(tmp_path, tiny_model_factory, family, monkeypatch):
+    """The whole trained context is served (512 tokens here, the window is 13-20), and the windows
+    matter: attending globally instead gives other tokens than Hugging Face's."""
+    from inference.models.args import ModelArgs
 
     path = tiny_model_factory(tmp_path / family, family, **FAMILIES[family])
+    randomize_norms(path)
     llm = LLM(model=str(path), progress=False, device="cpu", block_size=8)
-    assert llm.engine.max_model_len == 64
-    with pytest.raises(PromptTooLongError):
-        llm.generate([list(range(100, 170))], SamplingParams(max_tokens=1))
+    assert llm.engine.max_model_len == 512
+    long_prompt = [100 + (i * 37) % 500 for i in range(300)]
+    prompts = [long_prompt, PROMPTS[2]]
+    params = SamplingParams(temperature=0, max_tokens=20, ignore_eos=True)
+    expected = hf_greedy(path, prompts, 20, [])
+    assert [o.outputs[0].token_ids for o in llm.generate(prompts, params)] == expected
+    monkeypatch.setattr(ModelArgs, "layer_windows", lambda self: [None] * self.num_layers)
+    unwindowed = LLM(model=str(path), progress=False, device="cpu", block_size=8)
+    assert [o.outputs[0].token_ids for o in unwindowed.generate(prompts, params)] != expected

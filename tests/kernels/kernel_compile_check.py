@@ -74,8 +74,14 @@ def _launch_all() -> None:
         # and unsplit, and a 128-token chunk (PrefillGraphs' largest size).
         for max_q_len, num_splits in ((50, 1), (50, 8), (128, 4)):
             kernels.paged_attention_prefill_split(q, cache, cache, tables, cu, seq_lens, 0.1, max_q_len, num_splits)
+        # Sliding-window layers (Mistral, Gemma 3, EXAONE 4.0): the same kernels with the window's bounds.
+        for num_splits in (1, 8):
+            kernels.paged_attention_decode(q, cache, cache, tables, seq_lens, 0.1, num_splits, window=4096)
+        kernels.paged_attention_prefill(q, cache, cache, tables, cu, seq_lens, 0.1, 4096, window=4096)
+        for max_q_len, num_splits in ((50, 1), (50, 8)):
+            kernels.paged_attention_prefill_split(q, cache, cache, tables, cu, seq_lens, 0.1, max_q_len, num_splits,
+                                                  window=4096)
         key = torch.zeros(4, num_kv_heads, head_dim, dtype=bf16)
-        kernels.write_kv_cache(key, key, cache, cache, torch.zeros(4, dtype=torch.int64))
         kernels.apply_rotary(q, key, torch.zeros(4, dtype=torch.int64), torch.zeros(8, head_dim))
         kernels.apply_rotary_and_write_kv(q, key, key, torch.zeros(4, dtype=torch.int64), torch.zeros(8, head_dim),
                                           cache, cache, torch.zeros(4, dtype=torch.int64))

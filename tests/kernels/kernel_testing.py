@@ -77,10 +77,29 @@ class PagedKV:
             self.values.append(v)
         self.block_tables = self.block_tables.to(device)
         self.seq_lens = torch.tensor(seq_lens, dtype=torch.int32, device=device)
+        self.block_size = block_size
+
+    def poison_keys(self, seq: int, end: int) -> None:
+        """Overwrite sequence seq's keys and values 0 .. end - 1 with NaN in the cache: a kernel that
+        loads any of them (even to mask it away: 0 * NaN is NaN) produces NaN."""
+        if end <= 0:
+            return
+        pos = torch.arange(end, device=self.block_tables.device)
+        slots = self.block_tables[seq, pos // self.block_size].long() * self.block_size + pos % self.block_size
+        num_kv_heads, head_dim = self.k_cache.shape[2], self.k_cache.shape[3]
+        self.k_cache.view(-1, num_kv_heads, head_dim)[slots] = math.nan
+        self.v_cache.view(-1, num_kv_heads, head_dim)[slots] = math.nan
+
+    def poison_before_windows(self, q_lens: list[int], window: int) -> None:
+        """Poison every key no query sees: those before the first query's window, in each sequence."""
+        for b, (q_len, seq_len) in enumerate(zip(q_lens, self.seq_lens.tolist())):
+            self.poison_keys(b, seq_len - q_len - window + 1)
 
 
-def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """Independent float64 attention of q [T, Hq, D] at the last T positions of k, v [L, Hkv, D]."""
+def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+                    window: int | None = None) -> torch.Tensor:
+    """Independent float64 attention of q [T, Hq, D] at the last T positions of k, v [L, Hkv, D]; with a
+    window, the query at p sees keys p - window + 1 .. p (Hugging Face's sliding_window)."""
     num_q, num_q_heads, _ = q.shape
     seq_len, num_kv_heads, _ = k.shape
     g = num_q_heads // num_kv_heads
@@ -90,6 +109,8 @@ def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
         scores = (q[:, h].double().cpu() @ kh.T) * scale  # [T, L]
         query_pos = torch.arange(seq_len - num_q, seq_len)[:, None]
         scores = scores.masked_fill(torch.arange(seq_len)[None, :] > query_pos, -math.inf)
+        if window is not None:
+            scores = scores.masked_fill(torch.arange(seq_len)[None, :] <= query_pos - window, -math.inf)
         out[:, h] = torch.softmax(scores, dim=-1) @ vh
     return out
 

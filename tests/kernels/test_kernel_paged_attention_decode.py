@@ -7,6 +7,9 @@ from kernel_testing import DEVICE, DTYPES, PagedKV, assert_close, capture_withou
 from kernels.paged_attention_decode import choose_num_splits, paged_attention_decode, paged_attention_decode_ref
 
 SEQ_LENS = [1, 17, 33, 100]
+# Sliding windows: 1 key, less than a block, one block, not a multiple of the block size or of a
+# tile, and longer than every context.
+WINDOWS = [1, 5, 16, 23, 1000]
 
 
 def _decode_case(seq_lens, block_size, num_kv_heads, gqa, head_dim, dtype, **kv_kwargs):
@@ -16,10 +19,13 @@ def _decode_case(seq_lens, block_size, num_kv_heads, gqa, head_dim, dtype, **kv_
     return kv, q
 
 
-def _run_both(kv, q, scale, num_splits, max_seq_len=None):
+def _run_both(kv, q, scale, num_splits, max_seq_len=None, window=None):
     args = (q, kv.k_cache, kv.v_cache, kv.block_tables, kv.seq_lens, scale)
-    out = paged_attention_decode(*args, num_splits, max_seq_len=max_seq_len)
-    return out, paged_attention_decode_ref(*args)
+    ref = paged_attention_decode_ref(*args, window=window)
+    if window is not None:  # the kernel must not even load a key that left the window
+        kv.poison_before_windows([1] * q.shape[0], window)
+    out = paged_attention_decode(*args, num_splits, max_seq_len=max_seq_len, window=window)
+    return out, ref
 
 
 @pytest.mark.parametrize(
@@ -33,6 +39,24 @@ def test_decode_matches_ref(block_size, num_kv_heads, gqa, head_dim, num_splits,
     out, ref = _run_both(kv, q, scale, num_splits, max_seq_len=max(SEQ_LENS))
     assert out.shape == q.shape and out.dtype == q.dtype
     assert_close(out, ref, torch.float32)
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("block_size, num_kv_heads, gqa, head_dim", [(16, 2, 4, 64), (8, 1, 3, 64), (32, 2, 1, 128)])
+@pytest.mark.parametrize("num_splits", [1, 3, None])
+def test_decode_sliding_window_matches_ref(block_size, num_kv_heads, gqa, head_dim, num_splits, window, poison_empty):
+    kv, q = _decode_case(SEQ_LENS + [250], block_size, num_kv_heads, gqa, head_dim, torch.float32)
+    out, ref = _run_both(kv, q, head_dim**-0.5, num_splits, max_seq_len=250, window=window)
+    assert_close(out, ref, torch.float32)
+
+
+@pytest.mark.parametrize("window", [1, 23, 1000])
+def test_decode_ref_sliding_window_matches_dense(window):
+    kv, q = _decode_case(SEQ_LENS, 16, 2, 4, 64, torch.float32)
+    ref = paged_attention_decode_ref(q, kv.k_cache, kv.v_cache, kv.block_tables, kv.seq_lens, 0.3, window=window)
+    for b in range(len(SEQ_LENS)):
+        dense = dense_attention(q[b : b + 1], kv.keys[b], kv.values[b], 0.3, window)[0]
+        torch.testing.assert_close(ref[b].double().cpu(), dense, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -109,6 +133,9 @@ def test_decode_rejects_bad_inputs():
     with pytest.raises(ValueError, match="head_dim"):
         bad = torch.zeros(4, 16, 2, 80)
         paged_attention_decode(torch.zeros(2, 8, 80), bad, bad, *args[3:])
+    for window in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="window"):
+            paged_attention_decode(*args, window=window)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")

@@ -8,6 +8,9 @@ from kernels.paged_attention_prefill import PrefillConfig, paged_attention_prefi
 
 # (q_len, seq_len): decode rows (q_len 1), whole prompts (q_len == seq_len), prefix hits / chunks.
 MIXED = [(1, 1), (17, 17), (1, 33), (5, 33), (40, 100), (1, 100)]
+# Sliding windows: 1 key, less than a block, one block, not a multiple of the block size or of a
+# tile, and longer than every context.
+WINDOWS = [1, 5, 16, 23, 1000]
 
 
 def _prefill_case(lens, block_size, num_kv_heads, gqa, head_dim, dtype, **kv_kwargs):
@@ -19,9 +22,12 @@ def _prefill_case(lens, block_size, num_kv_heads, gqa, head_dim, dtype, **kv_kwa
     return kv, q, cu, max(q_lens)
 
 
-def _run_both(kv, q, cu, max_q_len, scale, config=None):
+def _run_both(kv, q, cu, max_q_len, scale, config=None, window=None):
     args = (q, kv.k_cache, kv.v_cache, kv.block_tables, cu, kv.seq_lens, scale, max_q_len)
-    return paged_attention_prefill(*args, config=config), paged_attention_prefill_ref(*args)
+    ref = paged_attention_prefill_ref(*args, window=window)
+    if window is not None:  # the kernel must not even load a key that left every query's window
+        kv.poison_before_windows((cu[1:] - cu[:-1]).tolist(), window)
+    return paged_attention_prefill(*args, config=config, window=window), ref
 
 
 @pytest.mark.parametrize(
@@ -41,6 +47,35 @@ def test_prefill_tile_sizes(config, poison_empty):
     kv, q, cu, max_q_len = _prefill_case([(37, 37), (2, 50), (23, 29)], 16, 2, 4, 64, torch.float32)
     out, ref = _run_both(kv, q, cu, max_q_len, 0.125, config)
     assert_close(out, ref, torch.float32)
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("block_size, num_kv_heads, gqa", [(16, 2, 4), (8, 1, 3), (32, 2, 1)])
+def test_prefill_sliding_window_matches_ref(block_size, num_kv_heads, gqa, window, poison_empty):
+    kv, q, cu, max_q_len = _prefill_case(MIXED + [(70, 300)], block_size, num_kv_heads, gqa, 64, torch.float32)
+    out, ref = _run_both(kv, q, cu, max_q_len, 0.125, window=window)
+    assert_close(out, ref, torch.float32)
+
+
+@pytest.mark.parametrize("config", [PrefillConfig(16, 16, 4, 1), PrefillConfig(64, 16, 4, 1), PrefillConfig(64, 32, 4, 2)])
+@pytest.mark.parametrize("window", [3, 20])
+def test_prefill_sliding_window_tile_sizes(config, window, poison_empty):
+    """Tiles of more tokens than keys per step (64 x 16): a row's window may start past the first
+    tiles of keys its tile walks, and it must come out of them with nothing, not NaN."""
+    kv, q, cu, max_q_len = _prefill_case([(64, 64), (37, 90), (2, 50)], 16, 1, 1, 64, torch.float32)
+    out, ref = _run_both(kv, q, cu, max_q_len, 0.125, config, window=window)
+    assert_close(out, ref, torch.float32)
+
+
+@pytest.mark.parametrize("window", [1, 23, 1000])
+def test_prefill_ref_sliding_window_matches_dense(window):
+    kv, q, cu, max_q_len = _prefill_case(MIXED, 16, 2, 3, 64, torch.float32)
+    ref = paged_attention_prefill_ref(q, kv.k_cache, kv.v_cache, kv.block_tables, cu, kv.seq_lens, 0.2,
+                                      window=window)
+    for b in range(len(MIXED)):
+        rows = slice(int(cu[b]), int(cu[b + 1]))
+        dense = dense_attention(q[rows], kv.keys[b], kv.values[b], 0.2, window)
+        torch.testing.assert_close(ref[rows].double().cpu(), dense, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -93,3 +128,5 @@ def test_prefill_rejects_bad_inputs():
         paged_attention_prefill(q.double(), *args[1:])
     with pytest.raises(ValueError, match="contiguous"):
         paged_attention_prefill(*args[:5], kv.seq_lens.repeat_interleave(2)[::2], *args[6:])
+    with pytest.raises(ValueError, match="window"):
+        paged_attention_prefill(*args, window=0)

@@ -26,12 +26,14 @@ def _split_case(lens, block_size, num_kv_heads, gqa, head_dim, dtype, pad_tokens
     return kv, q, cu, max(q_lens)
 
 
-def _check(kv, q, cu, max_q_len, scale, dtype, num_splits=None, **kwargs):
+def _check(kv, q, cu, max_q_len, scale, dtype, num_splits=None, window=None, **kwargs):
     out = torch.full(q.shape, math.nan, dtype=q.dtype, device=q.device)
     args = (q, kv.k_cache, kv.v_cache, kv.block_tables, cu, kv.seq_lens, scale, max_q_len)
-    result = paged_attention_prefill_split(*args, num_splits, out=out, **kwargs)
+    ref = paged_attention_prefill_ref(*args, window=window)
+    if window is not None:  # the kernel must not even load a key that left every query's window
+        kv.poison_before_windows((cu[1:] - cu[:-1]).tolist(), window)
+    result = paged_attention_prefill_split(*args, num_splits, out=out, window=window, **kwargs)
     assert result is out
-    ref = paged_attention_prefill_ref(*args)
     num_real = int(cu[-1])
     assert_close(out[:num_real], ref[:num_real], dtype)
     assert out[num_real:].isnan().all(), "rows past cu_seqlens_q[B] were written"
@@ -46,6 +48,30 @@ def _check(kv, q, cu, max_q_len, scale, dtype, num_splits=None, **kwargs):
 def test_split_chat_batch_matches_ref(block_size, num_kv_heads, gqa, head_dim, num_splits, poison_empty):
     kv, q, cu, max_q_len = _split_case(CHAT, block_size, num_kv_heads, gqa, head_dim, torch.float32, pad_tokens=3)
     _check(kv, q, cu, max_q_len, head_dim**-0.5, torch.float32, num_splits)
+
+
+@pytest.mark.parametrize("window", [1, 5, 23, 70, 1000])
+@pytest.mark.parametrize("block_size, num_kv_heads, gqa", [(16, 2, 4), (8, 1, 3)])
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_split_sliding_window_matches_ref(block_size, num_kv_heads, gqa, num_splits, window, poison_empty):
+    """Windows of 1 key, less than a block, one block, not a multiple of a block or tile, about the
+    chat turn's length, and longer than every context."""
+    kv, q, cu, max_q_len = _split_case(CHAT, block_size, num_kv_heads, gqa, 64, torch.float32, pad_tokens=3)
+    _check(kv, q, cu, max_q_len, 0.125, torch.float32, num_splits, window=window)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [PrefillConfig(16, 16, 4, 1), PrefillConfig(64, 16, 4, 1), PrefillConfig(32, 32, 4, 1)],
+    ids=lambda c: f"bm{c.block_m}-bn{c.block_n}",
+)
+@pytest.mark.parametrize("window", [3, 100])
+@pytest.mark.parametrize("num_splits", [1, 16])
+def test_split_sliding_window_tiles_and_splits(config, window, num_splits, poison_empty):
+    """Tiles of more tokens than keys per step, windows shorter and longer than a tile's rows, and more
+    splits than the window has tiles (empty ranges, rows that see none of a range's keys)."""
+    kv, q, cu, max_q_len = _split_case([(64, 400), (45, 45), (7, 130)], 16, 1, 1, 64, torch.float32)
+    _check(kv, q, cu, max_q_len, 0.125, torch.float32, num_splits, window=window, config=config)
 
 
 @pytest.mark.parametrize("q_len", QUERY_COUNTS)
@@ -78,8 +104,8 @@ def test_split_graph_bounds(poison_empty):
 @pytest.mark.parametrize(
     "config",
     [PrefillConfig(16, 16, 4, 1), PrefillConfig(32, 32, 4, 2), PrefillConfig(128, 64, 8, 3),
-     PrefillConfig(32, 32, 4, 3, prefetch=False), PrefillConfig(64, 16, 4, 2, prefetch=False)],
-    ids=lambda c: f"bm{c.block_m}-bn{c.block_n}-{'prefetch' if c.prefetch else 'pipelined'}",
+     PrefillConfig(64, 16, 4, 1)],
+    ids=lambda c: f"bm{c.block_m}-bn{c.block_n}",
 )
 def test_split_tile_sizes(config, poison_empty):
     kv, q, cu, max_q_len = _split_case([(45, 260), (3, 3), (20, 97)], 16, 2, 4, 64, torch.float32)
@@ -131,6 +157,8 @@ def test_choose_prefill_splits():
     assert choose_prefill_splits(1, 32, 8, 128, torch.bfloat16, SPLIT_MAX_Q_LEN + 1, 8192, dev) == 1
     assert choose_prefill_splits(1, 32, 8, 128, torch.bfloat16, 4, 100, dev) == 1  # too short to split
     assert choose_prefill_splits(0, 32, 8, 128, torch.bfloat16, 4, 100, dev) == 1
+    # A sliding layer splits the keys its queries see, not the context: 100 + 3 - 1 keys are too few.
+    assert choose_prefill_splits(1, 4, 1, 64, torch.float32, 3, 2050, dev, window=100) == 1
 
 
 def test_split_rejects_bad_inputs():
@@ -148,6 +176,8 @@ def test_split_rejects_bad_inputs():
         paged_attention_prefill_split(q.double(), *args[1:])
     with pytest.raises(ValueError, match="GQA group"):
         paged_attention_prefill_split(*args, config=PrefillConfig(2, 16, 4, 1))
+    with pytest.raises(ValueError, match="window"):
+        paged_attention_prefill_split(*args, window=-1)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")

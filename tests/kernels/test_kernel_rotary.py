@@ -120,7 +120,7 @@ def test_apply_rotary_rejects_bad_inputs():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("num_q_heads, num_kv_heads, head_dim", [(9, 3, 64), (32, 8, 128), (6, 2, 96)])
 def test_rotary_and_write_kv_is_rotary_then_cache_write(dtype, num_q_heads, num_kv_heads, head_dim):
-    """The fused kernel equals apply_rotary followed by write_kv_cache: q and k rotated in place, the
+    """The fused kernel equals apply_rotary followed by a cache write: q and k rotated in place, the
     rotated k and v in their slots, padding rows (slot -1) and every other slot untouched."""
     num_tokens, block_size, num_blocks = 21, 16, 5
     cache = build_cos_sin_cache(head_dim, 4000, 10000.0, LLAMA3).to(DEVICE)

@@ -22,8 +22,8 @@ def _case(lens, block_size, num_kv_heads, gqa, head_dim, **kv_kwargs):
     return kv, q, cu
 
 
-def _batched(q, kv, cu, block_size, scale):
-    plan = plan_paged_attention(kv.block_tables, kv.seq_lens, cu, block_size, q.shape[0], q.dtype)
+def _batched(q, kv, cu, block_size, scale, window=None):
+    plan = plan_paged_attention(kv.block_tables, kv.seq_lens, cu, block_size, q.shape[0], q.dtype, window)
     return paged_attention_torch(q, kv.k_cache, kv.v_cache, plan, scale)
 
 
@@ -35,6 +35,26 @@ def test_mixed_batch_matches_prefill_ref(block_size, num_kv_heads, gqa, head_dim
     ref = paged_attention_prefill_ref(q, kv.k_cache, kv.v_cache, kv.block_tables, cu, kv.seq_lens, head_dim**-0.5)
     assert out.shape == q.shape and out.dtype == q.dtype
     assert_close(out, ref, torch.float32)
+
+
+@pytest.mark.parametrize("window", [1, 5, 16, 23, 1000])
+@pytest.mark.parametrize("block_size, num_kv_heads, gqa", [(16, 2, 4), (8, 1, 3)])
+def test_sliding_window_matches_prefill_ref(block_size, num_kv_heads, gqa, window):
+    """Only the keys from each sequence's first window on are gathered: the poisoned ones before it
+    must not reach the output."""
+    kv, q, cu = _case(MIXED + [(4, 90)], block_size, num_kv_heads, gqa, 64)
+    ref = paged_attention_prefill_ref(q, kv.k_cache, kv.v_cache, kv.block_tables, cu, kv.seq_lens, 0.125,
+                                      window=window)
+    kv.poison_before_windows((cu[1:] - cu[:-1]).tolist(), window)
+    assert_close(_batched(q, kv, cu, block_size, 0.125, window), ref, torch.float32)
+
+
+@pytest.mark.parametrize("window", [1, 7, 40])
+def test_sliding_window_decode_batch_matches_decode_ref(window):
+    kv, q, cu = _case([(1, s) for s in (1, 2, 15, 16, 17, 77)], 16, 3, 3, 64, table_fill=-1)
+    ref = paged_attention_decode_ref(q, kv.k_cache, kv.v_cache, kv.block_tables, kv.seq_lens, 0.125, window=window)
+    kv.poison_before_windows([1] * q.shape[0], window)
+    assert_close(_batched(q, kv, cu, 16, 0.125, window), ref, torch.float32)
 
 
 @pytest.mark.parametrize("seq_lens", [[1, 2, 15, 16, 17, 77], [130] * 5, [9]])
