@@ -62,3 +62,13 @@ def tiny_model_factory(smol_path):
 @pytest.fixture(scope="session")
 def tiny_llama_path(tmp_path_factory, smol_path):
     return save_tiny_model(tmp_path_factory.mktemp("tiny-llama"), smol_path, "llama")
+
+
+@pytest.fixture(autouse=True)
+def _empty_api_caches():
+    """Every test starts with empty per-process caches (pagoda.ttl_cache): a rolled-back test's rows,
+    whose ids the next test may reuse, must not be served from them."""
+    cache = sys.modules.get("pagoda.ttl_cache")
+    if cache is not None:
+        cache.clear_all()
+    yield

@@ -131,8 +131,15 @@ class Prompts:
     def text(self, n: int) -> str:
         # set_system_prompt --file reads the prompt in text mode, which turns "\r" into "\n": the engine's
         # side of the probe must see the text the platform pinned.
-        text = self.tokenizer.decode(self.ids(n), skip_special_tokens=True)
+        text = chat_text(self.tokenizer.decode(self.ids(n), skip_special_tokens=True))
         return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def chat_text(text: str) -> str:
+    """Decoded random tokens as a chat message: without NUL, which the chat socket drops from every
+    message (PostgreSQL cannot store it), so the engine's side must not see it either. One token of
+    SmolLM2's vocabulary decodes to NUL: about 1 in 100 prompts of 512 random tokens holds it."""
+    return text.replace("\x00", "")
 
 
 class Target:
@@ -198,7 +205,7 @@ def serve_phase(args, target: Target, runs: list[dict], prompts: Prompts) -> tup
         key = f"c{run['concurrency']}"
         if key not in workloads:
             ids = [prompts.ids(args.input_len) for _ in range(run["num_prompts"])]
-            workloads[key] = {"ids": ids, "texts": [prompts.tokenizer.decode(p) for p in ids]}
+            workloads[key] = {"ids": ids, "texts": [chat_text(prompts.tokenizer.decode(p)) for p in ids]}
         run["prompts"] = key
     print(f"# warm-up on {', '.join(args.endpoints)}", flush=True)
     warm = workloads[runs[0]["prompts"]]

@@ -78,13 +78,9 @@ def server_env(folder: Path, model: str, device: str, engine_config: dict, secre
     return env
 
 
-def start_server(folder: Path, model: str, device: str, *, engine_config: dict, output_len: int,
-                 system_prompt: str, num_conversations: int = 0, database_url: str | None = None,
-                 ready_timeout: float = 1800, web_processes: int = 1) -> Server:
-    """Seed a fresh database in `folder`, start daphne on a free port, wait until it is ready."""
-    folder.mkdir(parents=True, exist_ok=True)
-    secret_key, password = secrets.token_urlsafe(50), secrets.token_urlsafe(16)
-    env = server_env(folder, model, device, engine_config, secret_key, database_url)
+def seed_database(folder: Path, env: dict[str, str], *, output_len: int, system_prompt: str, password: str,
+                  num_conversations: int = 0) -> dict:
+    """Migrate and fill the database `env` names (seed.py, in a process of its own); its JSON line."""
     prompt_file = folder / "system_prompt.txt"
     prompt_file.write_text(system_prompt, encoding="utf-8")
     env_seed = {**env, "SERVEBENCH_SEED": json.dumps({"output_len": output_len, "password": password,
@@ -94,7 +90,18 @@ def start_server(folder: Path, model: str, device: str, *, engine_config: dict, 
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"seeding the server's database failed:\n{done.stderr[-3000:]}")
-    seeded = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def start_server(folder: Path, model: str, device: str, *, engine_config: dict, output_len: int,
+                 system_prompt: str, num_conversations: int = 0, database_url: str | None = None,
+                 ready_timeout: float = 1800, web_processes: int = 1) -> Server:
+    """Seed a fresh database in `folder`, start daphne on a free port, wait until it is ready."""
+    folder.mkdir(parents=True, exist_ok=True)
+    secret_key, password = secrets.token_urlsafe(50), secrets.token_urlsafe(16)
+    env = server_env(folder, model, device, engine_config, secret_key, database_url)
+    seeded = seed_database(folder, env, output_len=output_len, system_prompt=system_prompt, password=password,
+                           num_conversations=num_conversations)
     port = free_port()
     log_path = folder / "server.log"
     with open(log_path, "wb") as log:

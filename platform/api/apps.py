@@ -8,7 +8,11 @@ class ApiConfig(AppConfig):
     verbose_name = "OpenAI-compatible API"
 
     def ready(self) -> None:
+        from api.models import ApiKey
         from inference.tool_parsers import get_tool_parser
+        from pagoda import ttl_cache
+
+        ttl_cache.clear_on_change(ApiKey)  # a revoked or changed key stops working at once here
 
         if settings.PAGODA_TOOL_PARSER:  # a typo must stop the server, not fail every tool call
             try:

@@ -1,6 +1,6 @@
 """The flow of one completion call, shared by /v1/chat/completions and /v1/completions:
 
-    rate limit (requests) -> profile + system prompt -> SamplingParams (one per choice) -> engine
+    rate limit (requests) -> profile + system prompt (cached) -> SamplingParams (one per choice) -> engine
     -> prompt tokens (characters checked first) -> context check -> rate limit (tokens)
     -> n engine requests -> JSON body or SSE stream -> usage row
 
@@ -33,7 +33,7 @@ from api.structured import structured_outputs_of
 from api.tools import plan_tools, tools_for_template
 from governance import budgets
 from inference import SamplingParams, StreamDelta
-from pagoda.db import db_call
+from pagoda.ttl_cache import TTLCache
 from tenants import selectors
 from tenants.models import SamplingProfile, Tenant
 
@@ -106,10 +106,18 @@ def _check_model_name(model: str) -> None:
         raise invalid("`model` must not contain control characters.", "model", code="invalid_value")
 
 
+_PROFILES = TTLCache("api profiles")  # (tenant id, model) -> (profile, system prompt text); see pagoda.ttl_cache
+
+
 def _profile_and_system_prompt(tenant: Tenant, model: str) -> tuple[SamplingProfile, str | None]:
     profile = resolve_profile(tenant, model)
     prompt = selectors.active_system_prompt(tenant)
     return profile, (prompt.text if prompt else None)
+
+
+async def _aprofile_and_system_prompt(tenant: Tenant, model: str) -> tuple[SamplingProfile, str | None]:
+    """As _profile_and_system_prompt, from this process's cache when it can (an unknown model is not kept)."""
+    return await _PROFILES.aget((tenant.pk, model), lambda: _profile_and_system_prompt(tenant, model))
 
 
 def _choice_params(params, num_choices: int) -> list:
@@ -129,7 +137,7 @@ async def _execute(call: ApiCall, plan_for: Callable[[], Plan], stream: bool) ->
         _check_model_name(call.model)
         await ratelimit.check_request(call.key)
         plan = plan_for()
-        call.profile, system_prompt = await db_call(_profile_and_system_prompt)(call.key.tenant, call.model)
+        call.profile, system_prompt = await _aprofile_and_system_prompt(call.key.tenant, call.model)
         params = build_params(call.profile, plan.overrides, plan.logprobs)
         choice_params = _choice_params(params, plan.num_choices)  # a seed + i out of range is a 400 here
         engine = await engine_runtime.aget_engine(timeout=0)  # 503 while loading: never queue behind a load
@@ -143,7 +151,7 @@ async def _execute(call: ApiCall, plan_for: Callable[[], Plan], stream: bool) ->
                          for p in choice_params]
         await ratelimit.check_tokens(call.key, len(prompt_ids))
         # governance: reserve the call's most against the tenant's API budgets (QuotaExceeded: 429)
-        await db_call(budgets.reserve_api)(
+        await budgets.areserve_api(
             call.key, call.request_id,
             len(prompt_ids) + sum(p.max_tokens or engine.max_model_len - len(prompt_ids) for p in choice_params))
         tenant = call.key.tenant.engine_key

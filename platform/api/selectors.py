@@ -13,7 +13,11 @@ from tenants.models import Tenant
 def api_key_by_plaintext(plaintext: str) -> ApiKey | None:
     """The key row for a presented key, revoked or not (the caller tells 401 from 403); tenant and owner
     preloaded."""
-    return ApiKey.objects.select_related("tenant", "owner").filter(hashed_key=services.hash_api_key(plaintext)).first()
+    return api_key_by_hash(services.hash_api_key(plaintext))
+
+
+def api_key_by_hash(hashed_key: str) -> ApiKey | None:
+    return ApiKey.objects.select_related("tenant", "owner").filter(hashed_key=hashed_key).first()
 
 
 def api_keys(tenant: Tenant) -> QuerySet[ApiKey]:

@@ -71,10 +71,15 @@ def revoke_api_key(key: ApiKey, *, actor=None) -> ApiKey:
     return key
 
 
+def needs_touch(key: ApiKey) -> bool:
+    """Whether touch_api_key would write (so a caller can skip the database call when it would not)."""
+    return key.last_used_at is None or timezone.now() - key.last_used_at >= _TOUCH_EVERY
+
+
 def touch_api_key(key: ApiKey) -> None:
     """Record that the key was just used (at most one write a minute per key; not audited)."""
-    now = timezone.now()
-    if key.last_used_at is None or now - key.last_used_at >= _TOUCH_EVERY:
+    if needs_touch(key):
+        now = timezone.now()
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
         key.last_used_at = now
 

@@ -6,3 +6,9 @@ class GovernanceConfig(AppConfig):
 
     name = "governance"
     verbose_name = "Governance: budgets, usage ledger, retention"
+
+    def ready(self) -> None:
+        from governance.models import Budget
+        from pagoda import ttl_cache
+
+        ttl_cache.clear_on_change(Budget)  # a new budget applies to this process's next API call

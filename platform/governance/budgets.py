@@ -26,6 +26,8 @@ from django.utils import timezone
 
 from governance.models import Budget, BudgetReservation, UsageRecord
 from governance.periods import period_bounds
+from pagoda.db import db_call
+from pagoda.ttl_cache import TTLCache
 
 WARN_FRACTION = 0.8  # the employee is told once this share of a budget is spent
 
@@ -129,6 +131,19 @@ def reserve_api(key, request_id: str, num_tokens: int) -> BudgetStatus | None:
     owner, the owner's."""
     return _reserve(budgets_for_api(key.tenant_id, key.owner_id), key.tenant_id, key.owner_id, UsageRecord.Source.API,
                     request_id, num_tokens)
+
+
+_HAS_API_BUDGETS = TTLCache("api budgets")  # (tenant id, owner id) -> whether any budget counts the key's calls
+
+
+async def areserve_api(key, request_id: str, num_tokens: int) -> BudgetStatus | None:
+    """reserve_api for async code. A key no budget counts (known from this process's cache,
+    pagoda.ttl_cache) reserves nothing and costs no database call; otherwise it reserves as
+    reserve_api does, in one transaction."""
+    tenant_id, owner_id = key.tenant_id, key.owner_id
+    if not await _HAS_API_BUDGETS.aget((tenant_id, owner_id), lambda: bool(budgets_for_api(tenant_id, owner_id))):
+        return None
+    return await db_call(reserve_api)(key, request_id, num_tokens)
 
 
 def _reserve(budgets: list[Budget], tenant_id: int, user_id: int | None, source: str, request_id: str,

@@ -1,6 +1,8 @@
 """ASGI entry point: `daphne pagoda.asgi:application` (with platform/ on PYTHONPATH), or `manage.py runserver`.
 
-HTTP goes to Django (static files served here too unless PAGODA_SERVE_STATIC=false); WebSockets go to
+HTTP goes to Django (static files served here too unless PAGODA_SERVE_STATIC=false); API paths (/v1/,
+/tokenize, /detokenize) to Django through a handler of their own without the pages' middleware
+(api.asgi: no thread hop before an API call's first token); WebSockets go to
 the routes the apps declare (pagoda.routing), behind the origin check (pagoda.ws_origin) and session auth.
 The engine starts here, when this module is loaded: daphne does not run ASGI lifespan events, so
 a lifespan hook would never fire. It loads in a background thread so the server listens meanwhile.
@@ -25,6 +27,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 import engine_runtime  # noqa: E402
+from api.asgi import ApiASGIHandler, ApiRouter  # noqa: E402
 from observability.arrival import ArrivalStamp  # noqa: E402
 from pagoda.header_limits import HeaderLimitMiddleware, raise_server_limits  # noqa: E402
 from pagoda.routing import collect_websocket_urlpatterns  # noqa: E402
@@ -32,11 +35,12 @@ from pagoda.ws_origin import SameOriginValidator  # noqa: E402
 
 
 def _http_app():
+    pages = django_asgi_app
     if settings.PAGODA_SERVE_STATIC:
         from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
-        return ArrivalStamp(ASGIStaticFilesHandler(django_asgi_app))
-    return ArrivalStamp(django_asgi_app)
+        pages = ASGIStaticFilesHandler(django_asgi_app)
+    return ArrivalStamp(ApiRouter(pages, ApiASGIHandler()))
 
 
 def _stop_engine_with_server() -> None:

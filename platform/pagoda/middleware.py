@@ -66,6 +66,11 @@ class ReplicaRoutingMiddleware:
 
     @staticmethod
     def _tag(response):
-        if settings.PAGODA_REPLICA:
-            response[REPLICA_HEADER] = settings.PAGODA_REPLICA
-        return response
+        return tag_replica(response)
+
+
+def tag_replica(response):
+    """The response, with the X-Pagoda-Replica header when PAGODA_REPLICA names this replica."""
+    if settings.PAGODA_REPLICA:
+        response[REPLICA_HEADER] = settings.PAGODA_REPLICA
+    return response

@@ -22,6 +22,9 @@ Environment:
   PAGODA_TOOL_PARSER  the tool-call format of /v1 chat answers: hermes | llama3_json | mistral (default:
                     chosen from the model's chat template; see docs/API.md, tool calling)
   PAGODA_PIN_SYNC_SECONDS  how often the server picks up prompt changes made by other processes (default 5; 0 off)
+  PAGODA_API_CACHE_SECONDS  how long a process serves API calls from what it read of a key, its tenant, profile,
+                    system prompt and budgets (pagoda.ttl_cache; default 5, 0: read them on every call). A
+                    key revoked or a tenant deactivated in another process stops working within this bound
   PAGODA_ENGINE_MAX_RESTARTS  restarts of a crashed engine loop per hour before it is left to the
                     process supervisor (/health stays 503); default 3, 0: never restart in-process
   SECRET_KEY        default: generated once into var/secret_key
@@ -241,6 +244,7 @@ PAGODA_TOOL_PARSER = os.environ.get("PAGODA_TOOL_PARSER", "").strip() or None
 # How often the server re-reads the active system prompts to pin changes made by other processes
 # (management commands, other workers); 0 turns the watcher off.
 PAGODA_PIN_SYNC_SECONDS = float(os.environ.get("PAGODA_PIN_SYNC_SECONDS", "5"))
+PAGODA_API_CACHE_SECONDS = float(os.environ.get("PAGODA_API_CACHE_SECONDS", "5"))
 # A crashed engine loop is restarted in-process this many times an hour (engine_runtime's watchdog).
 PAGODA_ENGINE_MAX_RESTARTS = int(os.environ.get("PAGODA_ENGINE_MAX_RESTARTS", "3"))
 

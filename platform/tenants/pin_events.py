@@ -33,6 +33,7 @@ from django.conf import settings
 from django.db import connections
 
 import engine_runtime
+from pagoda import ttl_cache
 from tenants import pinning
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ def shares_processes(layer: Any) -> bool:
 
 def tenant_changed(tenant_id: int, pin_key: str) -> None:
     """After a commit that changed what `tenant_id` should have pinned: re-pin here, then tell the others."""
+    ttl_cache.clear_all()  # the system prompt API calls read (a deactivation saves no row)
     pinning.sync_key(tenant_id, pin_key)
     announce(tenant_id, pin_key)
 
@@ -128,6 +130,7 @@ def apply_message(message: dict) -> bool:
     if not pin_key.startswith("tenant:"):
         logger.warning("ignoring a pin announcement without a tenant pin key: %r", message)
         return False
+    ttl_cache.clear_all()  # another process changed the tenant's prompt: API calls here read it again
     engine = engine_runtime.peek()
     if engine is None:
         return False

@@ -5,6 +5,11 @@ refused socket), nothing half-written is left behind, and the server serves agai
 A chat reply whose save failed is reported as such, and shown (then stored) failed once stale; and a /v1 stream
 holds no connection while it generates (the load run on PostgreSQL ran out of them).
 
+These servers read an API call's key, profile and prompt on every call (PAGODA_API_CACHE_SECONDS=0), so
+every call meets the outage. With the per-process cache on (the default), a call of a tenant without
+API budgets whose key and profile are cached is still served for up to that many seconds into an
+outage, its usage row lost (docs/API.md); a tenant with budgets reserves in the database first.
+
 Uses the PostgreSQL at PAGODA_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres,
 a role that may create roles and databases); skipped if none answers."""
 import asyncio
@@ -60,7 +65,8 @@ def _server_with_own_role(folder, model_path, name: str, extra_env: dict):
         with rs.running_server(folder, str(model_path), engine_config={"num_kv_blocks": 256},
                                seed={"num_users": 1, "num_conversations": 6, "max_tokens": 6, "long_tokens": 60},
                                database_url=f"postgres://{name}@{host}/{name}",
-                               extra_env={"PAGODA_CHAT_STALE_REPLY_SECONDS": str(STALE_REPLY_S), **extra_env}) as server:
+                               extra_env={"PAGODA_CHAT_STALE_REPLY_SECONDS": str(STALE_REPLY_S),
+                                          "PAGODA_API_CACHE_SECONDS": "0", **extra_env}) as server:
             server.role = name
             server.db = rs.live.LiveDb(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}")  # reads as the admin
             yield server

@@ -104,8 +104,8 @@ def deactivate_system_prompt(tenant: Tenant, *, actor=None) -> SystemPrompt | No
     previous = SystemPrompt.objects.filter(tenant=tenant, is_active=True).first()
     if previous is None:
         return None
-    SystemPrompt.objects.filter(pk=previous.pk).update(is_active=False)
     previous.is_active = False
+    previous.save(update_fields=["is_active"])
     audit.record(
         "system_prompt.deactivate",
         actor=actor,
