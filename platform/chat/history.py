@@ -21,11 +21,12 @@ def create_conversation(tenant: Tenant, user, *, title: str = "", profile: Sampl
 
 
 @transaction.atomic
-def add_user_message(conversation: Conversation, content: str) -> Message:
-    """Save the user's turn (before generation starts); the first one titles an untitled conversation."""
+def add_user_message(conversation: Conversation, content: str, *, title_source: str | None = None) -> Message:
+    """Save the user's turn (before generation starts); the first one titles an untitled conversation
+    (from `title_source`, by default the content: a message of files alone is titled by their names)."""
     message = Message.objects.create(conversation=conversation, role=Message.Role.USER, content=content)
     if not conversation.title:
-        conversation.title = " ".join(content.split())[:TITLE_CHARS]
+        conversation.title = " ".join((title_source or content).split())[:TITLE_CHARS]
     conversation.save(update_fields=["title", "updated_at"])
     return message
 

@@ -1,12 +1,15 @@
 """The chat WebSocket protocol: JSON text frames with a "type", parsed and built only here.
 
 client -> server
-    {"type": "user_message", "content": "...", "profile": "chat"}   profile optional: the conversation's
-                                                                     last one, else the tenant's default
+    {"type": "user_message", "content": "...", "profile": "chat", "attachments": [3, 4]}
+                                             profile optional: the conversation's last one, else the
+                                             tenant's default; attachments optional: ids of files uploaded
+                                             to POST /chat/<id>/attachments/ (content may then be empty)
     {"type": "stop"}                                                 abort the reply being generated
     {"type": "regenerate", "profile": "coding"}                      a new reply to the last user message
 server -> client
-    {"type": "start", "message_id": 12, "user_message_id": 11, "title": "...", "profile": "chat"}
+    {"type": "start", "message_id": 12, "user_message_id": 11, "title": "...", "profile": "chat",
+     "attachments": [{"id": 3, "name": "a.pdf", "num_tokens": 812}]}
                                              the turn is saved and the reply begins (user_message_id
                                              null when regenerating)
     {"type": "delta", "text": "..."}         one frame per engine delta that carries text (whole
@@ -21,6 +24,13 @@ server -> client
                                              message_id: the reply this error ends, saved with status
                                              error, if any; code "reply_not_saved": that reply could not
                                              be saved at all (it is marked failed later, see docs/chat.md)
+    {"type": "...", "followed": true, "message_id": 12, ...}
+                                             a reply another tab of the conversation is writing (chat.follow):
+                                             its start (with "user_content", null when regenerating), deltas,
+                                             done (with the whole "content") and error frames, as that tab
+                                             gets them, marked "followed" and carrying the reply's message_id
+One reply at a time per conversation: a user_message or regenerate while another tab's reply runs is
+refused with the error code "reply_in_progress" (chat.turn_lock); a stop from any tab stops it.
 Close codes (errors.CLOSE_*): 4401 not logged in, 4403 not your conversation, 4404 no such conversation.
 """
 from __future__ import annotations
@@ -33,6 +43,7 @@ from chat.errors import ChatError
 USER_MESSAGE, STOP, REGENERATE = "user_message", "stop", "regenerate"
 CLIENT_TYPES = (USER_MESSAGE, STOP, REGENERATE)
 _MAX_PROFILE_CHARS = 64
+_MAX_ATTACHMENTS = 10  # chat.attachments.MAX_PER_MESSAGE
 # Slack for the JSON around the content and for escapes (a \uXXXX escape is six characters for one).
 _FRAME_OVERHEAD_CHARS = 1024
 _ESCAPE_FACTOR = 6
@@ -45,6 +56,7 @@ class ClientFrame:
     type: str
     content: str | None = None
     profile: str | None = None
+    attachment_ids: tuple[int, ...] = ()
 
 
 def parse_client_frame(text: str | None, max_message_chars: int) -> ClientFrame:
@@ -68,7 +80,18 @@ def parse_client_frame(text: str | None, max_message_chars: int) -> ClientFrame:
     profile = _profile_name(data.get("profile"))
     if kind == REGENERATE:
         return ClientFrame(REGENERATE, profile=profile)
-    return ClientFrame(USER_MESSAGE, content=_content(data.get("content"), max_message_chars), profile=profile)
+    attachment_ids = _attachment_ids(data.get("attachments"))
+    content = _content(data.get("content"), max_message_chars, allow_empty=bool(attachment_ids))
+    return ClientFrame(USER_MESSAGE, content=content, profile=profile, attachment_ids=attachment_ids)
+
+
+def _attachment_ids(value: object) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    if (not isinstance(value, list) or len(value) > _MAX_ATTACHMENTS
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**63 for v in value)):
+        raise ChatError("invalid_frame", f'"attachments" is a list of at most {_MAX_ATTACHMENTS} attachment ids.')
+    return tuple(value)
 
 
 def _require_utf8(value: str, field: str) -> None:
@@ -79,12 +102,12 @@ def _require_utf8(value: str, field: str) -> None:
         raise ChatError("invalid_frame", f'"{field}" holds an unpaired surrogate, which is not text.') from None
 
 
-def _content(value: object, max_chars: int) -> str:
+def _content(value: object, max_chars: int, allow_empty: bool = False) -> str:
     if not isinstance(value, str):
         raise ChatError("invalid_frame", 'A user_message needs a "content" string.')
     _require_utf8(value, "content")
     value = value.replace("\x00", "")  # PostgreSQL text cannot hold NUL, and nobody types one
-    if not value.strip():
+    if not value.strip() and not allow_empty:
         raise ChatError("empty_message", "The message is empty.")
     if len(value) > max_chars:
         raise ChatError("message_too_long", f"Messages are limited to {max_chars:,} characters (this one has {len(value):,}).")
@@ -105,9 +128,10 @@ def _dump(frame: dict) -> str:
     return json.dumps(frame, ensure_ascii=False)
 
 
-def start_frame(*, message_id: int, user_message_id: int | None, title: str, profile: str) -> str:
+def start_frame(*, message_id: int, user_message_id: int | None, title: str, profile: str,
+                attachments: list[dict] | None = None) -> str:
     return _dump({"type": "start", "message_id": message_id, "user_message_id": user_message_id,
-                  "title": title, "profile": profile})
+                  "title": title, "profile": profile, "attachments": attachments or []})
 
 
 def delta_frame(text: str) -> str:
@@ -122,6 +146,11 @@ def done_frame(*, message_id: int, status: str, finish_reason: str | None, usage
 def budget_warning_frame(*, message: str, used_tokens: int, max_tokens: int, resets_at: str) -> str:
     return _dump({"type": "budget_warning", "message": message, "used_tokens": used_tokens, "max_tokens": max_tokens,
                   "resets_at": resets_at})
+
+
+def followed(frame: str, **extra) -> str:
+    """`frame` as the conversation's other tabs get it: marked "followed", with `extra` fields."""
+    return _dump({**json.loads(frame), "followed": True, **extra})
 
 
 def error_frame(error: ChatError, message_id: int | None = None) -> str:

@@ -18,9 +18,9 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from chat import history, selectors
+from chat import attachments as chat_attachments, history, selectors
 from chat.errors import ChatError
-from chat.models import Conversation, Message
+from chat.models import Attachment, Conversation, Message
 from chat.replies import ReplyStream
 from governance import ledger
 from tenants import selectors as tenant_selectors
@@ -36,6 +36,7 @@ class TurnPlan:
     system_prompt: SystemPrompt | None
     turns: list[dict]  # the prompt's turns (history, then the user message to answer)
     content: str | None  # the new user message; None when regenerating
+    attachments: list[Attachment]  # the files sent with it (drafts until begin_turn binds them)
 
 
 @dataclass
@@ -61,24 +62,26 @@ def resolve_profile(conversation: Conversation, name: str | None) -> SamplingPro
     return profile
 
 
-def plan_turn(user, conversation_id: int, *, content: str | None, profile_name: str | None) -> TurnPlan:
+def plan_turn(user, conversation_id: int, *, content: str | None, profile_name: str | None,
+              attachment_ids: tuple[int, ...] | list[int] = ()) -> TurnPlan:
     """Read what a turn needs. content=None regenerates the reply to the last user message.
 
     Raises ChatAccessError when the conversation is no longer the user's, ChatError for an unknown
-    profile or nothing to regenerate.
+    profile, nothing to regenerate, or attachments that are not the conversation's unsent drafts.
     """
     conversation = selectors.conversation_for_socket(user, conversation_id)
     profile = resolve_profile(conversation, profile_name)
     system_prompt = tenant_selectors.active_system_prompt(conversation.tenant)
     turns = selectors.prompt_turns(selectors.thread(conversation))
+    attached = chat_attachments.drafts_for_turn(conversation, list(attachment_ids))
     if content is None:
         while turns and turns[-1]["role"] != "user":
             turns.pop()  # the reply being replaced
         if not turns:
             raise ChatError("nothing_to_regenerate", "There is no message to answer again yet.")
     else:
-        turns.append({"role": "user", "content": content})
-    return TurnPlan(conversation, profile, system_prompt, turns, content)
+        turns.append({"role": "user", "content": chat_attachments.prompt_content(content, attached)})
+    return TurnPlan(conversation, profile, system_prompt, turns, content, attached)
 
 
 @transaction.atomic
@@ -90,7 +93,9 @@ def begin_turn(plan: TurnPlan, request_id: str, stale_reply_s: float | None = No
         fail_stale_replies(stale_reply_s, conversation)
     user_message = None
     if plan.content is not None:
-        user_message = history.add_user_message(conversation, plan.content)
+        user_message = history.add_user_message(
+            conversation, plan.content, title_source=plan.content.strip() or ", ".join(a.name for a in plan.attachments))
+        chat_attachments.bind(plan.attachments, user_message)
     if conversation.profile_id != plan.profile.pk:  # the next turn starts with the profile picked last
         Conversation.objects.filter(pk=conversation.pk).update(profile=plan.profile)
         conversation.profile = plan.profile

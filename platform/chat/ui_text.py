@@ -46,6 +46,8 @@ def page_strings(max_chars: int) -> dict[str, str]:
         "error_engine_overloaded": _("The model is busy. Try again in a moment."),
         "error_reply_not_saved": _("The reply could not be saved. Try again in a moment."),
         "error_busy": _("A reply is still being written. Stop it first."),
+        "error_reply_in_progress": _("A reply is already being written in another tab. Wait for it, or stop it."),
+        "other_tab": _("Being written in another tab…"),
         "error_unknown_profile": _("That profile does not exist."),
         "error_nothing_to_regenerate": _("There is nothing to regenerate yet."),
         "error_invalid_json": _("The page sent a malformed frame. Reload the page."),

@@ -27,6 +27,11 @@
   const notice = $("#notice");
   const title = $("#chat-title");
   const counter = $("#counter");
+  // The reply another tab of this conversation is writing, followed here (follow.js).
+  const following = window.PagodaFollow.create({
+    view: view, thread: thread, strings: T, onChange: () => updateControls(),
+    render: (body, raw) => { const follow = nearBottom(); view.renderMarkdown(body, raw); if (follow) scrollToBottom(); },
+  });
 
   let socket = null;
   let reconnectDelay = 1000;
@@ -59,7 +64,7 @@
   // --- state of the composer ------------------------------------------------------------------------
   function updateControls() {
     const open = socket !== null && socket.readyState === WebSocket.OPEN;
-    const busy = turn !== null;
+    const busy = turn !== null || following.busy();
     sendButton.hidden = busy;
     stopButton.hidden = !busy;
     const count = input.value.length;
@@ -160,6 +165,7 @@
   }
 
   function onFrame(frame) {
+    if (frame.followed) { following.onFrame(frame); return; }
     switch (frame.type) {
       case "start":
         if (!turn) return;
@@ -244,7 +250,7 @@
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const text = input.value;
-    if (!text.trim() || turn) return;
+    if (!text.trim() || turn || following.busy()) return;
     if (text.length > config.maxChars) { showNotice(limitText(T.too_long, text.length)); return; }
     if (!send({ type: "user_message", content: text, profile: profile() })) return;
     input.value = "";

@@ -1,0 +1,81 @@
+/* Following a reply that another tab of this conversation is writing (frames marked "followed", see
+ * platform/chat/follow.py): its user message and its reply appear here and stream as they do there.
+ * While it runs this page offers Stop (the server passes it to the tab writing the reply), not Send.
+ * A page opened mid-reply has the reply's row already (pending, empty): it fills it in when it ends.
+ *
+ *   const following = PagodaFollow.create({view, thread, strings, onChange, render});
+ *   following.onFrame(frame); following.busy()
+ */
+(function () {
+  "use strict";
+
+  function create(options) {
+    const view = options.view;
+    const thread = options.thread;
+    let reply = null; // {article, body, raw}
+
+    function articleOf(messageId) {
+      return thread.querySelector('.msg-assistant[data-id="' + messageId + '"]');
+    }
+
+    // A page that missed the start (opened mid-reply) follows the reply's row from the page, if shown.
+    function current(frame) {
+      if (reply && reply.article.dataset.id === String(frame.message_id)) return reply;
+      const article = articleOf(frame.message_id);
+      if (!article) return null;
+      reply = { article: article, body: article.querySelector(".msg-body"), raw: "", late: true };
+      article.classList.add("streaming");
+      return reply;
+    }
+
+    function start(frame) {
+      if (frame.user_content !== null && frame.user_content !== undefined) {
+        const user = view.messageElement("user");
+        user.dataset.id = frame.user_message_id;
+        user.querySelector(".msg-body").textContent = frame.user_content;
+      } else {
+        const tail = view.lastOf(".msg:not([hidden])"); // a regenerate: the reply it replaces steps aside
+        if (tail && tail.classList.contains("msg-assistant")) { tail.hidden = true; tail.dataset.earlierVersion = "true"; }
+      }
+      thread.querySelectorAll(".continue").forEach((button) => button.remove());
+      const article = view.messageElement("assistant");
+      article.dataset.id = frame.message_id;
+      article.dataset.status = "pending";
+      article.classList.add("streaming", "followed");
+      reply = { article: article, body: article.querySelector(".msg-body"), raw: "", late: false };
+      reply.body.textContent = options.strings.other_tab;
+      if (frame.title) view.updateSidebar(frame.title);
+    }
+
+    function end(frame) {
+      const followed = current(frame);
+      if (!followed) return;
+      followed.raw = typeof frame.content === "string" ? frame.content : followed.raw;
+      view.renderMarkdown(followed.body, followed.raw);
+      followed.article.classList.remove("streaming");
+      if (frame.type === "done") {
+        view.setBadge(followed.article, frame.status, undefined, frame.finish_reason);
+        view.setUsage(followed.article, frame.usage);
+      } else {
+        view.setBadge(followed.article, "error", frame.message);
+      }
+      reply = null;
+      view.refreshVersions();
+    }
+
+    function onFrame(frame) {
+      if (frame.type === "start") start(frame);
+      else if (frame.type === "delta") {
+        const followed = current(frame);
+        if (!followed || followed.late) { options.onChange(); return; } // late: its beginning is missing
+        followed.raw += frame.text;
+        options.render(followed.body, followed.raw);
+      } else if (frame.type === "done" || frame.type === "error") end(frame);
+      options.onChange();
+    }
+
+    return { onFrame: onFrame, busy: () => reply !== null };
+  }
+
+  window.PagodaFollow = { create: create };
+})();
