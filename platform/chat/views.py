@@ -43,6 +43,7 @@ def _page(request, tenants, conversations, conversation: Conversation | None):
             "conversationId": conversation.pk if conversation is not None else None,
             "wsPath": f"/ws/chat/{conversation.pk}/" if conversation is not None else None,
             "maxChars": settings.PAGODA_CHAT_MAX_MESSAGE_CHARS,
+            "attachUrl": reverse("chat:attach", args=[conversation.pk]) if conversation is not None else None,
             "loginUrl": f"{reverse('login')}?next={request.path}",
             "strings": ui_text.page_strings(settings.PAGODA_CHAT_MAX_MESSAGE_CHARS),
         },

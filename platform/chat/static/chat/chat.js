@@ -27,6 +27,11 @@
   const notice = $("#notice");
   const title = $("#chat-title");
   const counter = $("#counter");
+  // Files attached to the next message (attachments.js).
+  const files = window.PagodaAttachments.create({
+    input: $("#attach-input"), list: $("#attachment-list"), uploadUrl: config.attachUrl, strings: T,
+    onChange: () => updateControls(), showNotice: (text) => showNotice(text),
+  });
   // The reply another tab of this conversation is writing, followed here (follow.js).
   const following = window.PagodaFollow.create({
     view: view, thread: thread, strings: T, onChange: () => updateControls(),
@@ -69,7 +74,7 @@
     stopButton.hidden = !busy;
     const count = input.value.length;
     const over = count > config.maxChars;
-    sendButton.disabled = !open || !input.value.trim() || over;
+    sendButton.disabled = !open || (!input.value.trim() && !files.ids().length) || over || files.busy();
     regenerateButton.hidden = busy || !view.lastOf(".msg-user");
     regenerateButton.disabled = !open;
     counter.textContent = count > config.maxChars * 0.8
@@ -98,7 +103,7 @@
   }
 
   // --- a turn -----------------------------------------------------------------------------------------
-  function beginTurn(userText) {
+  function beginTurn(userText, sentFiles) {
     showNotice("");
     const continues = Array.from(thread.querySelectorAll(".continue")); // only the newest reply continues
     continues.forEach((button) => { button.hidden = true; });
@@ -107,6 +112,7 @@
     if (userText !== null) {
       user = view.messageElement("user");
       user.querySelector(".msg-body").textContent = userText;
+      window.PagodaAttachments.renderChips(user, sentFiles);
     }
     if (replaced) replaced.hidden = true; // shown again if the server refuses the regenerate
     const reply = view.messageElement("assistant");
@@ -116,7 +122,7 @@
     body.innerHTML = '<span class="typing" aria-label=""><i></i><i></i><i></i></span>';
     body.firstChild.setAttribute("aria-label", T.generating);
     turn = { reply: reply, body: body, raw: "", user: user, replaced: replaced, userText: userText, started: false,
-             continues: continues };
+             continues: continues, files: sentFiles || [] };
     scrollToBottom();
     updateControls();
   }
@@ -146,6 +152,7 @@
     if (turn.replaced) turn.replaced.hidden = false;
     turn.continues.forEach((button) => { button.hidden = false; });
     if (turn.userText !== null && !input.value) { input.value = turn.userText; autosize(); }
+    if (turn.files.length) files.restore(turn.files); // still drafts: the server saved nothing
     view.refreshEmptyHint();
     turn = null;
     updateControls();
@@ -250,12 +257,12 @@
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const text = input.value;
-    if (!text.trim() || turn || following.busy()) return;
+    if ((!text.trim() && !files.ids().length) || files.busy() || turn || following.busy()) return;
     if (text.length > config.maxChars) { showNotice(limitText(T.too_long, text.length)); return; }
-    if (!send({ type: "user_message", content: text, profile: profile() })) return;
+    if (!send({ type: "user_message", content: text, profile: profile(), attachments: files.ids() })) return;
     input.value = "";
     autosize();
-    beginTurn(text);
+    beginTurn(text, files.take());
   });
 
   input.addEventListener("keydown", (event) => {

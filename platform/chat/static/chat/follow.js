@@ -33,6 +33,7 @@
         const user = view.messageElement("user");
         user.dataset.id = frame.user_message_id;
         user.querySelector(".msg-body").textContent = frame.user_content;
+        window.PagodaAttachments.renderChips(user, frame.attachments);
       } else {
         const tail = view.lastOf(".msg:not([hidden])"); // a regenerate: the reply it replaces steps aside
         if (tail && tail.classList.contains("msg-assistant")) { tail.hidden = true; tail.dataset.earlierVersion = "true"; }
