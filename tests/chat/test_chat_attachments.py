@@ -173,3 +173,19 @@ async def test_files_alone_make_a_message_and_name_the_conversation(engine, conv
         empty = await next_frame(communicator)
     assert frames[0]["title"] == "메모.txt" and frames[-1]["type"] == "done"
     assert empty["code"] == "empty_message"  # no files, no text
+
+
+@pytest.mark.django_db
+def test_exports_carry_the_attachments(conversation, member):
+    from chat import history
+
+    message = history.add_user_message(conversation, "See the file.")
+    Attachment.objects.create(conversation=conversation, message=message, name="표.docx", kind="docx", size_bytes=9,
+                              text="the file's text", num_tokens=4)
+    client = _client(member)
+    markdown = client.get(f"/chat/{conversation.pk}/export.md").content.decode()
+    assert "> See the file.\n\nAttached: 표.docx (4 tokens)" in markdown
+    exported = client.get(f"/chat/{conversation.pk}/export.json").json()
+    (sent,) = exported["conversations"][0]["messages"]
+    assert sent["attachments"] == [{"name": "표.docx", "kind": "docx", "size_bytes": 9, "num_tokens": 4,
+                                    "text": "the file's text"}]
