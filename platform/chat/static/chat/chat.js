@@ -34,7 +34,7 @@
   });
   // The reply another tab of this conversation is writing, followed here (follow.js).
   const following = window.PagodaFollow.create({
-    view: view, thread: thread, strings: T, onChange: () => updateControls(),
+    view: view, thread: thread, strings: T, onChange: () => updateControls(), scrollToBottom: scrollToBottom,
     render: (body, raw) => { const follow = nearBottom(); view.renderMarkdown(body, raw); if (follow) scrollToBottom(); },
   });
 

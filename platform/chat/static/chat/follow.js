@@ -3,7 +3,7 @@
  * While it runs this page offers Stop (the server passes it to the tab writing the reply), not Send.
  * A page opened mid-reply has the reply's row already (pending, empty): it fills it in when it ends.
  *
- *   const following = PagodaFollow.create({view, thread, strings, onChange, render});
+ *   const following = PagodaFollow.create({view, thread, strings, onChange, render, scrollToBottom});
  *   following.onFrame(frame); following.busy()
  */
 (function () {
@@ -46,6 +46,7 @@
       reply = { article: article, body: article.querySelector(".msg-body"), raw: "", late: false };
       reply.body.textContent = options.strings.other_tab;
       if (frame.title) view.updateSidebar(frame.title);
+      options.scrollToBottom();
     }
 
     function end(frame) {
