@@ -102,7 +102,8 @@ def test_a_last_turn_that_does_not_fit_is_an_error():
 
 # --- the thread ---------------------------------------------------------------------------------------
 def _message(pk, role, content="x", status="complete"):
-    return SimpleNamespace(pk=pk, role=role, content=content, status=status)
+    no_files = SimpleNamespace(all=lambda: [])  # as a message's attachments manager with none attached
+    return SimpleNamespace(pk=pk, role=role, content=content, status=status, attachments=no_files)
 
 
 def test_only_the_newest_regenerated_reply_is_shown_and_prompted():
