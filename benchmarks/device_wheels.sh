@@ -29,6 +29,8 @@ WHEELS=(
   django-ninja==1.7.1 pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
   # the benchmark's WebSocket client (requirements-dev.txt)
   websockets==17.4
+  # structured outputs (requirements.txt; benchmarks.structured): the grammar engine and its FFI runtime
+  xgrammar==0.2.9 apache-tvm-ffi==0.1.15.post2
 )
 mkdir -p "$DEST"
 args=(--no-deps --only-binary=:all: --python-version 3.12 --implementation cp -d "$DEST" -q)

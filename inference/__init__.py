@@ -8,8 +8,10 @@ from .async_llm import AsyncLLM, PinInfo
 from .config import DEFAULT_MODEL, EngineConfig
 from .engine import LLMEngine
 from .llm import LLM
-from .outputs import CompletionOutput, RequestOutput, StreamDelta
+from .outputs import CompletionOutput, Logprob, RequestOutput, RequestStateStats, StreamDelta
 from .sampling_params import RequestOutputKind, SamplingParams
+from .structured_outputs import StructuredOutputsParams
 
 __all__ = ["LLM", "SamplingParams", "AsyncLLM", "PinInfo", "EngineConfig", "LLMEngine", "DEFAULT_MODEL",
-           "CompletionOutput", "RequestOutput", "StreamDelta", "RequestOutputKind"]
+           "CompletionOutput", "RequestOutput", "StreamDelta", "RequestOutputKind", "Logprob", "RequestStateStats",
+           "StructuredOutputsParams"]

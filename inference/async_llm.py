@@ -170,7 +170,8 @@ def _merge(first: StreamDelta, then: StreamDelta | Exception) -> StreamDelta | E
     logprobs = (first.logprobs or []) + (then.logprobs or []) if (first.logprobs or then.logprobs) else None
     return StreamDelta(then.request_id, first.text + then.text, first.token_ids + then.token_ids, then.finished,
                        then.finish_reason, then.num_prompt_tokens, then.num_cached_tokens, then.num_output_tokens,
-                       then.stop_reason, logprobs, None, {**first.metrics, **then.metrics})
+                       then.stop_reason, logprobs, None, {**first.metrics, **then.metrics},
+                       first.prompt_logprobs or then.prompt_logprobs)
 
 
 def _load_tokenizer(model: str):

@@ -7,8 +7,8 @@ running sequence holding a placeholder for the token being computed. A sequence 
 stop string, max_tokens) has run one wasted step in N+1, which is dropped; its blocks are freed at
 once, which is safe because every later kernel that reuses them runs after N+1 on the same stream.
 
-Only batches that can run this way do: pure greedy decodes (no penalties, logprobs or min_tokens), no
-request waiting, no pins, and enough free blocks for every sequence's next token. Anything else drains
+Only batches that can run this way do: pure greedy decodes (no penalties, logprobs, min_tokens or
+structured outputs, whose grammar must see token N before it masks N+1), no request waiting, no pins, and enough free blocks for every sequence's next token. Anything else drains
 the step in flight first and runs synchronously (`LLMEngine.run_step`).
 
 The tokens are post-processed by the engine's OutputProcessor, as a synchronous step's are, one step
@@ -55,7 +55,7 @@ class AsyncScheduling:
         p = seq.params
         return (seq.pin_key is None and seq.num_computed_tokens == seq.num_tokens - 1 and p.temperature == 0
                 and not p.uses_penalties and not p.uses_token_rules and p.logprobs is None
-                and p.min_tokens == 0)
+                and p.min_tokens == 0 and seq.grammar is None)
 
     def _can_launch_ahead(self) -> bool:
         sched, bm = self.scheduler, self.block_manager

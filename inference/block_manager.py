@@ -107,12 +107,13 @@ class BlockManager:
     def take_cached_prefix(self, seq: Sequence) -> int:
         """Attach the longest run of cached blocks to a sequence that holds none. Returns tokens hit.
 
-        The last token is never taken from the cache: its logits must be computed.
+        Only tokens whose logits are not needed are taken (Sequence.num_cacheable_tokens): never the
+        last one, which is sampled, nor those of a request that wants prompt logprobs.
         """
         assert not seq.block_table and seq.num_computed_tokens == 0
         if not self.enable_caching:
             return 0
-        max_blocks = (seq.num_tokens - 1) // self.block_size
+        max_blocks = seq.num_cacheable_tokens // self.block_size
         pin = self._extend_hashes(seq, max_blocks * self.block_size)
         # A pin's blocks are the ones the cache names for its hashes, and are never evicted (see pin()):
         # a chat turn after its tenant's system prompt looks up only the blocks past it.

@@ -15,6 +15,7 @@ import numpy as np
 from .block_manager import BlockManager, Pin
 from .config import EngineConfig
 from .errors import EngineDeadError, InvalidRequestError, PromptTooLongError, QueueFullError
+from .grammar import Grammars
 from .model_loader import load_hf_config, load_tokenizer, resolve_model_path
 from .model_runner import ModelRunner
 from .models import ModelArgs
@@ -97,6 +98,7 @@ class LLMEngine:
                                           int(num_blocks * config.max_pinned_fraction), tenant_cap)
         self.scheduler = Scheduler(self.block_manager, config.max_num_seqs, config.max_num_batched_tokens)
         self.output_processor = OutputProcessor(self.scheduler, self.tokenizer, eos, self.max_model_len)
+        self.grammars = Grammars(self.tokenizer, model_args.vocab_size, eos)
         self.num_prompt_tokens_total = 0
         self.async_scheduling = None
         # One rank only: an async-scheduled step feeds rank 0's argmax on its GPU, which other ranks
@@ -126,6 +128,8 @@ class LLMEngine:
         if num_queued >= self.config.max_num_waiting:
             raise QueueFullError(f"{num_queued} requests are waiting; try again shortly")
         seq = Sequence(request_id, list(prompt_token_ids), params, tenant, prompt, prompt_array=ids)
+        if params.structured_outputs is not None:  # compiled here (cached): a bad one never reaches a step
+            seq.grammar = self.grammars.matcher(params.structured_outputs)
         self.output_processor.add(seq)
         self.scheduler.add(seq)
         return seq
@@ -202,7 +206,11 @@ class LLMEngine:
                 self.num_prompt_tokens_total += min(seq.num_prompt_tokens, seq.num_computed_tokens) - s.start
             if result is None:
                 continue
-            token, logprobs = result
+            token, logprobs, prompt_logprobs = result
+            if prompt_logprobs:
+                seq.prompt_logprobs += prompt_logprobs
+            if token is None:
+                continue
             delta = outputs.append(seq, token, logprobs, now, trace)
             if delta is not None:
                 deltas.append(delta)

@@ -14,7 +14,8 @@ from typing import Any, Iterator
 from .config import EngineConfig
 from .engine import LLMEngine
 from .errors import InvalidRequestError
-from .outputs import CompletionOutput, RequestOutput, StreamDelta
+from .logprobs import as_vllm
+from .outputs import CompletionOutput, RequestOutput, RequestStateStats, StreamDelta
 from .sampling_params import SamplingParams
 
 _ids = itertools.count()
@@ -164,8 +165,10 @@ class LLM:
                 rid = f"offline-{next(_ids)}"
                 sub_ids = []
                 for i in range(params.n):
+                    # The prompt is the same for every choice: only the first computes its logprobs.
                     p = params if params.n == 1 else replace(
-                        params, n=1, seed=None if params.seed is None else params.seed + i)
+                        params, n=1, seed=None if params.seed is None else params.seed + i,
+                        prompt_logprobs=params.prompt_logprobs if i == 0 else None)
                     engine.add_request(f"{rid}.{i}", ids, p, tenant, text, validated=checked)
                     sub_ids.append(f"{rid}.{i}")
                 started.append((rid, sub_ids))
@@ -190,7 +193,8 @@ class LLM:
             if bar is not None:
                 bar.close()
         outputs = []
-        for (rid, subs), (text, ids, _) in zip(started, requests):
+        for (rid, subs), (text, ids, params) in zip(started, requests):
+            decode = self._decoder() if params.detokenize else None
             comps = []
             for i, sub in enumerate(subs):
                 deltas = finished[sub]
@@ -199,12 +203,28 @@ class LLM:
                 logprobs = [lp for d in deltas for lp in (d.logprobs or [])] or None
                 comps.append(CompletionOutput(
                     index=i, text="".join(texts[sub]), token_ids=token_ids,
-                    finish_reason=last.finish_reason, stop_reason=last.stop_reason, logprobs=logprobs,
+                    finish_reason=last.finish_reason, stop_reason=last.stop_reason,
+                    logprobs=as_vllm(logprobs, decode) if logprobs else None,
                     cumulative_logprob=(sum(lp[t] for lp, t in zip(logprobs, token_ids))
                                         if logprobs else None)))
-            outputs.append(RequestOutput(rid, text, ids, comps, num_cached_tokens=finished[subs[0]][-1]
-                                         .num_cached_tokens))
+            first = finished[subs[0]]
+            prompt_logprobs = first[0].prompt_logprobs
+            outputs.append(RequestOutput(
+                rid, text, ids, comps, num_cached_tokens=first[-1].num_cached_tokens,
+                prompt_logprobs=as_vllm(prompt_logprobs, decode) if prompt_logprobs is not None else None,
+                metrics=_metrics(first, len(comps[0].token_ids))))
         return outputs
+
+    def _decoder(self):
+        """token id -> its text, each id decoded once per call (as vLLM's Logprob.decoded_token)."""
+        cache: dict[int, str] = {}
+
+        def decode(token_id: int) -> str:
+            if token_id not in cache:
+                cache[token_id] = self.tokenizer.decode([token_id])
+            return cache[token_id]
+
+        return decode
 
     def stream(self, prompt: str, params: SamplingParams | None = None,
                add_special_tokens: bool = True) -> Iterator[str]:
@@ -223,6 +243,19 @@ class LLM:
                             return
         finally:
             engine.abort(rid)
+
+
+def _metrics(deltas: list[StreamDelta], num_generation_tokens: int) -> RequestStateStats:
+    """A request's timings from its deltas (the engine puts them on the first and the last)."""
+    m: dict = {}
+    for d in (deltas[0], deltas[-1]):
+        m.update({k: v for k, v in d.metrics.items() if v is not None})
+    arrival, first_token = m.get("arrival"), m.get("first_token")
+    return RequestStateStats(
+        num_generation_tokens=num_generation_tokens, arrival_time=arrival, queued_ts=arrival,
+        scheduled_ts=m.get("first_scheduled"), first_token_ts=first_token, last_token_ts=m.get("last_token"),
+        finished_ts=m.get("finished"), num_preemptions=m.get("num_preemptions", 0),
+        first_token_latency=None if first_token is None or arrival is None else first_token - arrival)
 
 
 def _text_message(message: dict) -> dict:

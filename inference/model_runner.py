@@ -22,6 +22,8 @@ from . import ops
 from .models import LlamaForCausalLM, ModelArgs, build_model
 from .models.llama import Linear
 from .ops import build_cos_sin_cache
+from .grammar import fill_bitmask
+from .prompt_logprobs import compute as compute_prompt_logprobs, wanted_positions
 from .sampler import SamplingRow, sample
 from .scheduler import SchedulerOutput
 from .sequence import Sequence
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
     from .distributed.group import TPGroup
 
 log = logging.getLogger("inference")
+# What a step reports for one sequence: (sampled token, its logprobs, prompt logprobs); see execute().
+StepResult = tuple[int | None, dict[int, float] | None, list | None]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -103,6 +107,7 @@ class ModelRunner:
         self.max_blocks_per_seq = -(-max_model_len // self.block_size)
         self.graphs = self.prefill_graphs = None
         self.gemm_choices = []
+        self._bitmask_host: torch.Tensor | None = None  # structured outputs' token bitmask, reused
         if self.kv_dtype != self.dtype and self.device.type == "cuda":
             # The paged attention kernels do not read e4m3 yet: steps read a dequantized copy of their
             # blocks (quantization/kv_cache.py), whose size follows the batch, so no graphs are captured.
@@ -217,19 +222,25 @@ class ModelRunner:
                 torch.tensor(positions, dtype=torch.int64, device=dev), meta, logits_indices)
 
     @torch.inference_mode()
-    def forward(self, out: SchedulerOutput, compute_logits: bool = True) -> torch.Tensor | None:
+    def forward(self, out: SchedulerOutput, compute_logits: bool = True,
+                prompt_logprobs: dict | None = None) -> torch.Tensor | None:
         """Run the model over one step (writing its K/V); returns the logits of its sampled rows.
 
         compute_logits=False (a tensor-parallel worker, which never samples) skips the lm_head where it
-        is not part of a CUDA graph, and returns None.
+        is not part of a CUDA graph, and returns None. A step that holds prompt positions whose logits a
+        request wants runs eagerly on every rank; rank 0 puts their logprobs into `prompt_logprobs`
+        (index in out.scheduled -> TokenLogprobs; see prompt_logprobs.py).
         """
         if self.graphs is not None and self.graphs.can_run(out):
-            return self.graphs.run(out)
-        if self.prefill_graphs is not None and self.prefill_graphs.can_run(out):
+            return self.graphs.run(out)  # a decode step: it never needs prompt logits
+        wanted = wanted_positions(out)
+        if not wanted and self.prefill_graphs is not None and self.prefill_graphs.can_run(out):
             return self.prefill_graphs.run(out)
         input_ids, positions, meta, logits_indices = self.prepare(out)
         ctx = self.step_context(meta)
         hidden = self.model(input_ids, positions, ctx)
+        if wanted and prompt_logprobs is not None:
+            prompt_logprobs.update(compute_prompt_logprobs(self.model, hidden, out, wanted))
         if not (compute_logits and logits_indices):
             return None
         return self.model.compute_logits(hidden[logits_indices])
@@ -243,28 +254,56 @@ class ModelRunner:
         return StepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale)
 
     @torch.inference_mode()
-    def execute(self, out: SchedulerOutput) -> list[tuple[int, dict[int, float] | None] | None]:
-        """Run one step. Returns, per scheduled sequence, (token id, logprobs) if it was sampled."""
-        logits = self.forward(out)
+    def execute(self, out: SchedulerOutput) -> list[StepResult | None]:
+        """Run one step. Returns, per scheduled sequence, None if it has nothing to report, else
+        (token id or None, its logprobs or None, its prompt tokens' logprobs computed this step or None):
+        a token if it was sampled, prompt logprobs if it asked for them."""
+        prompt_logprobs: dict[int, list] = {}
+        # On CUDA the forward is queued: the host goes on (the grammar mask) while it runs.
+        logits = self.forward(out, prompt_logprobs=prompt_logprobs)
         sampled_seqs = [s.seq for s in out.scheduled if s.sample and s.seq.pin_key is None]
-        results: list[tuple[int, dict[int, float] | None] | None] = [None] * len(out.scheduled)
+        results: list[StepResult | None] = [None] * len(out.scheduled)
+        for i, entries in prompt_logprobs.items():
+            results[i] = (None, None, entries)
         if not sampled_seqs:
             return results
-        result = sample(logits[:len(sampled_seqs)], [self._row(seq) for seq in sampled_seqs])
+        logits = logits[:len(sampled_seqs)]
+        mask = self._grammar_mask(sampled_seqs, logits.shape[1])
+        result = sample(logits, [self._row(seq) for seq in sampled_seqs], mask)
         it = iter(zip(result.token_ids, result.logprobs))
         for i, s in enumerate(out.scheduled):
             if s.sample and s.seq.pin_key is None:
-                results[i] = next(it)
+                token, logprobs = next(it)
+                results[i] = (token, logprobs, prompt_logprobs.get(i))
         return results
 
     def shutdown(self) -> None:
         """Nothing to release on one rank (the tensor-parallel runner stops its workers here)."""
+
+    def _grammar_mask(self, seqs: list[Sequence], vocab_size: int) -> tuple[torch.Tensor, list[int]] | None:
+        """The token bitmask of the constrained rows on the device, and which rows they are; None when
+        no row is constrained (nothing is allocated or copied). Filled on the CPU while the device runs
+        the step's forward pass."""
+        rows = [i for i, seq in enumerate(seqs) if seq.grammar is not None]
+        if not rows:
+            return None
+        width = (vocab_size + 31) // 32
+        host = self._bitmask_host
+        if host is None or host.shape[0] < len(seqs) or host.shape[1] != width:
+            num_rows = max(len(seqs), self.config.max_num_seqs)
+            host = self._bitmask_host = torch.empty(num_rows, width, dtype=torch.int32,
+                                                    pin_memory=self.device.type == "cuda")
+        fill_bitmask([seqs[i].grammar for i in rows], rows, host)
+        # The host buffer is reused next step: the sampler's read of the tokens (same stream) comes
+        # after this copy, so the copy is done before the buffer is filled again.
+        return host[:len(seqs)].to(self.device, non_blocking=True), rows
 
     def _row(self, seq: Sequence) -> SamplingRow:
         p = seq.params
         if p.seed is not None and seq.generator is None:
             seq.generator = torch.Generator(device=self.device).manual_seed(p.seed)
         blocked: list[int] = []
-        if seq.num_output_tokens < p.min_tokens:
+        # A grammar that may end now decides when to stop: min_tokens must not block its only way out.
+        if seq.num_output_tokens < p.min_tokens and not (seq.grammar is not None and seq.grammar.is_completed()):
             blocked = p.stop_token_ids + ([] if p.ignore_eos else self.eos_token_ids)
         return SamplingRow(p, seq.prompt_token_ids, seq.output_token_ids, seq.generator, blocked)

@@ -1,8 +1,9 @@
 """OutputProcessor: what the engine makes of the tokens its steps sample.
 
 It owns the record of every live request (its sequence, detokenizer and pin callback) and turns each
-sampled token into a `StreamDelta`: append it to the sequence, check the stop conditions (EOS, stop
-tokens, stop strings, max_tokens, the context), detokenize, finish the request and free its blocks
+sampled token into a `StreamDelta`: append it to the sequence, advance its grammar (structured
+outputs), check the stop conditions (EOS, stop tokens, stop strings, a complete grammar, max_tokens,
+the context), detokenize, finish the request and free its blocks
 through the scheduler. It also keeps the step count and, when asked, a trace of every step.
 
 Both ways of stepping call it: `LLMEngine.run_step` (a synchronous step) and `AsyncScheduling`
@@ -146,9 +147,16 @@ class OutputProcessor:
             seq.output_logprobs.append(logprobs)
         if seq.first_token_time is None:
             seq.first_token_time = now
+        seq.last_token_time = now
         reason, stop_reason = None, None
+        if seq.grammar is not None and not seq.grammar.accept_token(token):
+            # The mask allows only tokens the grammar takes: reaching this is a bug, not the request's fault.
+            return self.fail(seq, f"the grammar of structured_outputs rejected token {token}")
         is_eos = token in self.eos_token_ids and not params.ignore_eos
-        if token in params.stop_token_ids or is_eos:
+        if seq.grammar is not None and seq.grammar.is_terminated():
+            # The grammar is complete (its stop token taken): the request ends cleanly, even with ignore_eos.
+            reason, stop_reason = "stop", (token if token in params.stop_token_ids else None)
+        elif token in params.stop_token_ids or is_eos:
             reason, stop_reason = "stop", (token if token in params.stop_token_ids else None)
         elif req.detok is not None:
             stop_reason = req.detok.add(token)
@@ -179,6 +187,7 @@ class OutputProcessor:
     def _delta(req: RequestState, text: str, token_ids: list[int], finished: bool, reason, stop_reason,
                logprobs) -> StreamDelta:
         seq = req.seq
+        first = seq.num_output_tokens <= 1
         return StreamDelta(
             request_id=seq.request_id, text=text, token_ids=token_ids, finished=finished,
             finish_reason=reason, num_prompt_tokens=seq.num_prompt_tokens,
@@ -186,6 +195,7 @@ class OutputProcessor:
             stop_reason=stop_reason, logprobs=[logprobs] if logprobs else None,
             # The timings are only needed on a request's first and last delta: skip the dict otherwise.
             metrics=({"arrival": seq.arrival_time, "first_scheduled": seq.first_scheduled_time,
-                      "first_token": seq.first_token_time,
+                      "first_token": seq.first_token_time, "last_token": seq.last_token_time,
                       "finished": seq.finish_time, "num_preemptions": seq.num_preemptions}
-                     if finished or seq.num_output_tokens <= 1 else {}))
+                     if finished or first else {}),
+            prompt_logprobs=seq.prompt_logprobs if first else None)

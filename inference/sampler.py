@@ -1,6 +1,6 @@
 """Sampler: picks the next token of every sampled sequence at once, on the logits' device.
 
-Order of operations follows vLLM: penalties on the raw logits, then the token rules (logit_bias added,
+Order of operations follows vLLM: a structured-output request's grammar mask first, then penalties on the raw logits, then the token rules (logit_bias added,
 allowed_token_ids and bad_words masked), then min_tokens masking, then greedy rows take the argmax; the others are divided by their temperature, cut by top-k, top-p and min-p, and
 sampled with the exponential-race trick (argmax of p / q, q ~ Exp(1)), which needs no sort. A request
 with a seed draws its q from its own generator, so its tokens do not depend on its neighbours.
@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .grammar import apply_bitmask
+from .logprobs import TokenLogprobs, token_logprobs
 from .sampling_params import SamplingParams
 
 
@@ -28,7 +30,7 @@ class SamplingRow:
 @dataclass
 class SamplerOutput:
     token_ids: list[int]
-    logprobs: list[dict[int, float] | None]
+    logprobs: list[TokenLogprobs | None]
 
 
 def _column(rows: list[SamplingRow], name: str, dtype: torch.dtype, device) -> torch.Tensor:
@@ -125,13 +127,23 @@ def argmax_rows(logits: torch.Tensor) -> torch.Tensor:
     return (best * width + chunk_idx.gather(1, best)).squeeze(1)
 
 
-def sample(logits: torch.Tensor, rows: list[SamplingRow]) -> SamplerOutput:
-    """logits [R, V] (any float dtype) for R sequences -> one token id each (and logprobs if asked)."""
+def sample(logits: torch.Tensor, rows: list[SamplingRow],
+           mask: tuple[torch.Tensor, list[int]] | None = None) -> SamplerOutput:
+    """logits [R, V] (any float dtype) for R sequences -> one token id each (and logprobs if asked).
+
+    `mask`: (token bitmask [R, ceil(V / 32)] int32 on the logits' device, the rows it constrains), or
+    None. Logprobs stay the model's own: with them, the mask is applied to a copy."""
+    raw = logits
+    if mask is not None:
+        if any(r.params.logprobs is not None for r in rows):
+            logits = logits.clone()
+        apply_bitmask(logits, *mask)
     if all(r.params.greedy and not r.params.uses_penalties and not r.params.uses_token_rules
            and not r.blocked_token_ids and r.params.logprobs is None for r in rows):
         return SamplerOutput(argmax_rows(logits).tolist(), [None] * len(rows))  # the common fast path
-    logits = logits.float()
-    raw = logits
+    masked = logits is not raw
+    raw = raw.float()
+    logits = logits.float() if masked else raw
     device = logits.device
     if any(r.params.uses_penalties for r in rows):
         logits = apply_penalties(logits, rows)
@@ -157,20 +169,15 @@ def sample(logits: torch.Tensor, rows: list[SamplingRow]) -> SamplerOutput:
     return SamplerOutput(ids, _logprobs(raw, ids, rows))
 
 
-def _logprobs(raw: torch.Tensor, ids: list[int], rows: list[SamplingRow]) -> list[dict[int, float] | None]:
+def _logprobs(raw: torch.Tensor, ids: list[int], rows: list[SamplingRow]) -> list[TokenLogprobs | None]:
     """The model's own log-probabilities (before any sampling transform), as vLLM reports them."""
-    want = [r.params.logprobs for r in rows]
-    if all(w is None for w in want):
-        return [None] * len(rows)
-    logp = raw.log_softmax(dim=-1)
-    result: list[dict[int, float] | None] = []
-    for i, k in enumerate(want):
-        if k is None:
-            result.append(None)
-            continue
-        entry = {ids[i]: float(logp[i, ids[i]])}
-        if k:
-            top = logp[i].topk(k)
-            entry.update({int(t): float(v) for v, t in zip(top.values.tolist(), top.indices.tolist())})
-        result.append(entry)
+    want = [i for i, r in enumerate(rows) if r.params.logprobs is not None]
+    result: list[TokenLogprobs | None] = [None] * len(rows)
+    if not want:
+        return result
+    index = torch.tensor(want, device=raw.device)
+    entries = token_logprobs(raw.index_select(0, index), [ids[i] for i in want],
+                             [rows[i].params.logprobs for i in want])
+    for i, entry in zip(want, entries):
+        result[i] = entry
     return result

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidRequestError
+from .structured_outputs import StructuredOutputsParams
 
 SEED_MIN, SEED_MAX = -(2 ** 63), 2 ** 64 - 1  # what torch.Generator.manual_seed takes
 TOP_K_MAX = 2 ** 31 - 1  # a tensor column of int64 holds any k; past the vocabulary it means "all"
@@ -26,7 +27,8 @@ class SamplingParams:
 
     temperature 0 means greedy; top_k 0 or -1 disables top-k; stop strings are not emitted;
     `seed` makes a request's sampling reproducible whatever else runs beside it; `logprobs=k`
-    returns the sampled token's log-probability and the k most likely alternatives.
+    returns the sampled token's log-probability and the k most likely alternatives;
+    `prompt_logprobs=k` does the same for every prompt token (the first has none: nothing precedes it).
 
     Token rules (vLLM's): `logit_bias` {token id: bias in [-100, 100]} is added to the logits;
     `allowed_token_ids` restricts sampling to those ids; `bad_words` are never generated (each word,
@@ -34,6 +36,9 @@ class SamplingParams:
     token ids and stop strings until that many tokens are out. `include_stop_str_in_output` keeps
     the stop string in the text; `detokenize=False` returns token ids only (no text, no stop strings);
     `truncate_prompt_tokens=k` keeps the last k prompt tokens.
+
+    `structured_outputs` (StructuredOutputsParams, or a dict of its fields) constrains the output to a
+    JSON schema, a regex, a choice or a grammar; the request ends ("stop") when the grammar is complete.
     """
 
     n: int = 1
@@ -51,6 +56,7 @@ class SamplingParams:
     ignore_eos: bool = False
     seed: int | None = None
     logprobs: int | None = None
+    prompt_logprobs: int | None = None
     skip_special_tokens: bool = True
     logit_bias: dict[int, float] | None = None
     allowed_token_ids: list[int] | None = None
@@ -59,6 +65,7 @@ class SamplingParams:
     truncate_prompt_tokens: int | None = None
     detokenize: bool = True
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
+    structured_outputs: StructuredOutputsParams | None = None
     # bad_words as token id sequences, filled in by bind_tokenizer() (the engine calls it on validation)
     _bad_words_token_ids: list[list[int]] | None = field(default=None, repr=False)
     stop_strings: list[str] = field(init=False, repr=False)
@@ -76,6 +83,8 @@ class SamplingParams:
         if isinstance(self.output_kind, int) and not isinstance(self.output_kind, bool) \
                 and self.output_kind in iter(RequestOutputKind):
             self.output_kind = RequestOutputKind(self.output_kind)
+        if self.structured_outputs is not None:
+            self.structured_outputs = StructuredOutputsParams.from_value(self.structured_outputs)
         self._validate()
         self._validate_token_rules()
 
@@ -119,6 +128,9 @@ class SamplingParams:
             self._fail("seed", f"an integer in [{SEED_MIN}, {SEED_MAX}] or None")
         if self.logprobs is not None and (not is_int(self.logprobs) or not 0 <= self.logprobs <= 20):
             self._fail("logprobs", "an integer in [0, 20] or None")
+        if self.prompt_logprobs is not None and (not is_int(self.prompt_logprobs)
+                                                 or not 0 <= self.prompt_logprobs <= 20):
+            self._fail("prompt_logprobs", "an integer in [0, 20] or None")
 
     def _validate_token_rules(self) -> None:
         def is_id(v: object) -> bool:
@@ -162,6 +174,8 @@ class SamplingParams:
             if tokenizer is None:
                 raise InvalidRequestError("bad_words needs a tokenizer; this engine has none", field="bad_words")
             self._bad_words_token_ids = bad_words_token_ids(tokenizer, self.bad_words)
+        if self.structured_outputs is not None:
+            self.structured_outputs.to_grammar()  # a bad schema, regex or grammar: refused here, before queueing
 
     def truncate_prompt(self, prompt_token_ids: list[int]) -> list[int]:
         """The prompt's last `truncate_prompt_tokens` tokens (all of it when None)."""

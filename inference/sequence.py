@@ -34,6 +34,9 @@ class Sequence:
 
     output_token_ids: list[int] = field(default_factory=list)
     output_logprobs: list[dict[int, float]] = field(default_factory=list)
+    # With params.prompt_logprobs: one entry per prompt token recorded so far (token 0's is None:
+    # nothing precedes it); None for a request that did not ask.
+    prompt_logprobs: list | None = None
     block_table: list[int] = field(default_factory=list)
     # Chained hashes of this sequence's full blocks, as far as they have been computed.
     block_hashes: list[bytes] = field(default_factory=list)
@@ -46,11 +49,37 @@ class Sequence:
     stop_reason: str | int | None = None
     first_scheduled_time: float | None = None  # first admission: arrival -> this is queue time
     first_token_time: float | None = None
+    last_token_time: float | None = None
     finish_time: float | None = None
     admitted_once: bool = False
     generator: object = None  # torch.Generator of a seeded request, made by the model runner
+    # The grammar matcher of a request with structured_outputs (inference/grammar.py); it has accepted
+    # every output token, so it survives preemption as the tokens do.
+    grammar: object = None
     # The prompt as int64s (validation builds it): block hashes read their bytes from here.
     prompt_array: array | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.params.prompt_logprobs is not None and self.prompt_logprobs is None:
+            self.prompt_logprobs = [None]
+
+    @property
+    def num_cacheable_tokens(self) -> int:
+        """Leading tokens the prefix cache may serve: all but the last, whose logits are sampled. A
+        cached block has no logits, so a request with prompt logprobs takes only the positions whose
+        logits it has recorded: none at first (as vLLM skips the cache for it), after a preemption
+        what it had computed."""
+        if self.prompt_logprobs is None:
+            return self.num_tokens - 1
+        return min(self.num_tokens - 1, len(self.prompt_logprobs) - 1)
+
+    def prompt_logit_positions(self, start: int, num_new_tokens: int) -> range:
+        """Positions among [start, start + num_new_tokens) whose logits give a prompt token's logprob
+        not recorded yet (position p's logits score token p + 1). Empty unless prompt logprobs were asked."""
+        if self.prompt_logprobs is None:
+            return range(0)
+        return range(max(start, len(self.prompt_logprobs) - 1),
+                     min(start + num_new_tokens, self.num_prompt_tokens - 1))
 
     @property
     def num_prompt_tokens(self) -> int:

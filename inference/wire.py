@@ -7,7 +7,7 @@ from .outputs import StreamDelta
 
 def delta_to_tuple(d: StreamDelta) -> tuple:
     return (d.request_id, d.text, d.token_ids, d.finished, d.finish_reason, d.num_prompt_tokens,
-            d.num_cached_tokens, d.num_output_tokens, d.stop_reason, d.logprobs, d.error, d.metrics)
+            d.num_cached_tokens, d.num_output_tokens, d.stop_reason, d.logprobs, d.error, d.metrics, d.prompt_logprobs)
 
 
 def delta_from_tuple(t: tuple) -> StreamDelta:

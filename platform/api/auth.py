@@ -1,4 +1,5 @@
-"""`Authorization: Bearer <key>` for /v1: the key's hash is looked up; 401 unknown, 403 revoked."""
+"""`Authorization: Bearer <key>` for /v1: the key's hash is looked up; 401 unknown, 403 revoked (or its
+tenant deactivated, or its owner deactivated or gone from the tenant)."""
 from __future__ import annotations
 
 from django.http import HttpRequest
@@ -8,6 +9,7 @@ from api import selectors, services
 from api.errors import ApiError
 from api.models import ApiKey
 from pagoda.db import db_call
+from tenants.models import Membership
 
 
 def _unauthorized(message: str) -> ApiError:
@@ -28,11 +30,19 @@ def authenticate_key(plaintext: str, endpoint: str) -> ApiKey:
     elif not key.tenant.is_active:
         error = ApiError(403, "This API key's tenant is deactivated.", type="permission_error",
                          code="tenant_inactive")
+    elif key.owner_id is not None and not _owner_may_use(key):
+        # an employee's key ends with their access: offboarding reaches the API too
+        error = ApiError(403, "This API key's owner is deactivated or no longer a member of its tenant.",
+                         type="permission_error", code="api_key_owner_inactive")
     if error is not None:
         services.record_api_usage(key, endpoint=endpoint, status_code=error.status, error_code=error.code)
         raise error
     services.touch_api_key(key)
     return key
+
+
+def _owner_may_use(key: ApiKey) -> bool:
+    return key.owner.is_active and Membership.objects.filter(tenant_id=key.tenant_id, user_id=key.owner_id).exists()
 
 
 def endpoint_of(path: str) -> str:

@@ -20,7 +20,7 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
 import engine_runtime
 from api import openai_format as fmt
-from api import ratelimit
+from api import ratelimit, scoring
 from api.calls import ApiCall, new_request_id
 from api.errors import EXPECTED_ERRORS, error_response, invalid, to_api_error
 from api.generation import EngineRun, RunGroup
@@ -29,6 +29,7 @@ from api.profiles import resolve_profile
 from api.prompts import chat_prompt_ids, completion_prompt_ids, single_prompt
 from api.sampling import build_params, fit_to_context
 from api.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
+from api.structured import structured_outputs_of
 from governance import budgets
 from inference import StreamDelta
 from pagoda.db import db_call
@@ -36,6 +37,7 @@ from tenants import selectors
 from tenants.models import SamplingProfile, Tenant
 
 MAX_CHOICES = 128  # OpenAI's upper bound on n: each choice is one engine request
+_PROMPT_LOGPROBS_STREAM = "not with stream (as vLLM): ask without stream, or use echo with logprobs"
 
 
 class EventStreamResponse(StreamingHttpResponse):
@@ -72,7 +74,14 @@ class Plan:
 def _sampling_overrides(body: SamplingFields, max_tokens: int | None) -> dict:
     fields = ("temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "top_k", "min_p",
               "repetition_penalty", "min_tokens", "ignore_eos", "logit_bias")
-    return {name: getattr(body, name) for name in fields} | {"max_tokens": max_tokens}
+    return {name: getattr(body, name) for name in fields} | {
+        "max_tokens": max_tokens, "structured_outputs": structured_outputs_of(body)}
+
+
+def _vllm_extras(body: SamplingFields, prompt_logprobs: int | None) -> dict:
+    """vLLM's extra SamplingParams fields a request may set (None keeps the profile's value)."""
+    fields = ("stop_token_ids", "include_stop_str_in_output", "skip_special_tokens", "bad_words", "allowed_token_ids")
+    return {name: getattr(body, name) for name in fields} | {"prompt_logprobs": prompt_logprobs}
 
 
 def _num_choices(body: SamplingFields) -> int:
@@ -103,10 +112,13 @@ def _profile_and_system_prompt(tenant: Tenant, model: str) -> tuple[SamplingProf
 
 def _choice_params(params, num_choices: int) -> list:
     """One SamplingParams per choice: with a seed, choice i samples with seed + i (distinct and
-    reproducible); without one, each draws from the engine's own generator."""
-    if num_choices == 1 or params.seed is None:
-        return [params] * num_choices
-    return [dataclasses.replace(params, seed=params.seed + i) for i in range(num_choices)]
+    reproducible); without one, each draws from the engine's own generator. Only the first choice
+    scores the prompt (prompt_logprobs): the prompt is the same for all."""
+    if num_choices == 1:
+        return [params]
+    return [dataclasses.replace(params, seed=None if params.seed is None else params.seed + i,
+                                prompt_logprobs=params.prompt_logprobs if i == 0 else None)
+            for i in range(num_choices)]
 
 
 async def _execute(call: ApiCall, plan_for: Callable[[], Plan], stream: bool) -> HttpResponse:
@@ -206,10 +218,9 @@ def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan
     _refuse_unsupported({
         "tools": (bool(body.tools) or bool(body.functions), grammar),
         "tool_choice": (body.tool_choice not in (None, "none"), grammar),
-        "response_format": (body.response_format is not None and body.response_format.get("type") != "text",
-                            grammar),
-        "prompt_logprobs": (body.prompt_logprobs is not None, _NO_PROMPT_LOGPROBS),
+        "prompt_logprobs": (body.prompt_logprobs is not None and body.stream, _PROMPT_LOGPROBS_STREAM),
     })
+    prefix = scoring.PrefixLength()
     num_choices = _num_choices(body)
     if body.top_logprobs is not None and not body.logprobs:
         raise invalid("top_logprobs needs logprobs=true.", "top_logprobs")
@@ -225,7 +236,12 @@ def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan
     def render(group: RunGroup, call: ApiCall) -> dict:
         choices = [fmt.chat_choice(i, run.text, run.finish_reason, logprobs_of(run, run.token_ids, run.logprobs))
                    for i, run in enumerate(group.runs)]
-        return fmt.chat_completion(call.request_id, created, call.model, choices, group.usage())
+        answer = fmt.chat_completion(call.request_id, created, call.model, choices, group.usage())
+        if body.prompt_logprobs is not None:  # vLLM puts it at the top level of a chat completion
+            first = group.runs[0]
+            _, entries = scoring.client_part(first.prompt_token_ids, first.prompt_logprobs or [], prefix.length)
+            answer["prompt_logprobs"] = scoring.vllm_prompt_logprobs(first.engine.tokenizer, entries)
+        return answer
 
     async def events(group: RunGroup, call: ApiCall) -> AsyncIterator[str]:
         def chunk(index: int, delta: dict, **kw) -> str:
@@ -246,9 +262,9 @@ def _chat_plan(call: ApiCall, body: ChatCompletionRequest, created: int) -> Plan
         yield fmt.SSE_DONE
 
     return Plan(
-        overrides=_sampling_overrides(body, max_tokens),
+        overrides=_sampling_overrides(body, max_tokens) | _vllm_extras(body, body.prompt_logprobs),
         logprobs=logprobs,
-        encode=lambda engine, system_prompt: chat_prompt_ids(engine, system_prompt, body.messages),
+        encode=prefix.measuring(lambda engine, system_prompt: chat_prompt_ids(engine, system_prompt, body.messages)),
         param_names={"prompt": "messages", "logprobs": "top_logprobs",
                      "max_tokens": "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"},
         max_tokens_from_request=max_tokens is not None,
@@ -265,7 +281,6 @@ async def chat_completion(key: ApiKey, body: ChatCompletionRequest) -> HttpRespo
 
 
 # --- /v1/completions ---
-_NO_PROMPT_LOGPROBS = "the engine computes log-probabilities of generated tokens only, not of the prompt's"
 
 
 def _echo_text(engine: Any, prompt: str | list[int]) -> str:
@@ -279,12 +294,17 @@ def _completion_plan(call: ApiCall, body: CompletionRequest, created: int) -> Pl
         "best_of": (body.best_of not in (None, 1),
                     "ask for n choices and rank them yourself (vLLM's V1 engine dropped best_of too)"),
         "suffix": (bool(body.suffix), "the engine only appends to a prompt (no fill-in-the-middle)"),
-        "echo": (bool(body.echo) and body.logprobs is not None, f"not with logprobs: {_NO_PROMPT_LOGPROBS}"),
-        "prompt_logprobs": (body.prompt_logprobs is not None, _NO_PROMPT_LOGPROBS),
+        "prompt_logprobs": (body.prompt_logprobs is not None and body.stream, _PROMPT_LOGPROBS_STREAM),
     })
     num_choices = _num_choices(body)
     prompt = single_prompt(body.prompt)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    # OpenAI's scoring call: echo with logprobs scores the prompt; with max_tokens 0 it generates nothing
+    # (the engine samples one token, which is not shown, as vLLM does).
+    echo_only = bool(body.echo) and body.max_tokens == 0
+    echo_scored = bool(body.echo) and body.logprobs is not None
+    wanted = [k for k in (body.prompt_logprobs, body.logprobs if echo_scored else None) if k is not None]
+    prefix = scoring.PrefixLength()
 
     def logprobs_of(run: EngineRun, token_ids: list[int], entries: list, offset: int) -> dict | None:
         if body.logprobs is None:
@@ -294,20 +314,39 @@ def _completion_plan(call: ApiCall, body: CompletionRequest, created: int) -> Pl
     def echo(run: EngineRun) -> str:
         return _echo_text(run.engine, prompt) if body.echo else ""
 
+    def scored_prompt(group: RunGroup) -> tuple[list[int], list]:
+        first = group.runs[0]
+        return scoring.client_part(first.prompt_token_ids, first.prompt_logprobs or [], prefix.length)
+
+    def choice_logprobs(group: RunGroup, run: EngineRun) -> dict | None:
+        token_ids, entries = ([], []) if echo_only else (run.token_ids, run.logprobs)
+        if echo_scored:  # the prompt's tokens, then the generated ones, as one set of lists
+            prompt_ids, prompt_entries = scored_prompt(group)
+            return logprobs_of(run, prompt_ids + token_ids, prompt_entries + entries, 0)
+        return logprobs_of(run, token_ids, entries, len(echo(run)))
+
     def render(group: RunGroup, call: ApiCall) -> dict:
-        choices = [fmt.completion_choice(i, echo(run) + run.text, run.finish_reason,
-                                         logprobs_of(run, run.token_ids, run.logprobs, 0))
+        choices = [fmt.completion_choice(i, echo(run) + ("" if echo_only else run.text), run.finish_reason,
+                                         choice_logprobs(group, run))
                    for i, run in enumerate(group.runs)]
+        if body.prompt_logprobs is not None:  # vLLM's extra, in every choice
+            shown = scoring.vllm_prompt_logprobs(group.runs[0].engine.tokenizer, scored_prompt(group)[1])
+            for choice in choices:
+                choice["prompt_logprobs"] = shown
         return fmt.completion(call.request_id, created, call.model, choices, group.usage())
 
     async def events(group: RunGroup, call: ApiCall) -> AsyncIterator[str]:
-        offsets = [0] * len(group.runs)
+        # Every choice's first delta is in before the stream starts (RunGroup.start): the prompt's
+        # scores are known when its echo is sent.
+        offsets = [len(echo(run)) for run in group.runs]
 
         def chunk(index: int, text: str, finish_reason: str | None = None, logprobs: dict | None = None) -> str:
             choice = fmt.completion_choice(index, text, finish_reason, logprobs)
             return fmt.sse(fmt.completion(call.request_id, created, call.model, [choice], None))
 
         def on_delta(index: int, delta: StreamDelta) -> str | None:
+            if echo_only:
+                return None
             run = group.runs[index]
             lp = logprobs_of(run, delta.token_ids, delta.logprobs or [], offsets[index]) if delta.logprobs else None
             offsets[index] += len(delta.text)
@@ -315,7 +354,8 @@ def _completion_plan(call: ApiCall, body: CompletionRequest, created: int) -> Pl
 
         if body.echo:
             for index, run in enumerate(group.runs):
-                yield chunk(index, echo(run))
+                lp = logprobs_of(run, *scored_prompt(group), 0) if echo_scored else None
+                yield chunk(index, echo(run), logprobs=lp)
         async for event in _choice_events(group, on_delta, lambda i, reason: chunk(i, "", reason)):
             yield event
         if include_usage:
@@ -323,9 +363,10 @@ def _completion_plan(call: ApiCall, body: CompletionRequest, created: int) -> Pl
         yield fmt.SSE_DONE
 
     return Plan(
-        overrides=_sampling_overrides(body, body.max_tokens),
+        overrides=_sampling_overrides(body, 1 if echo_only else body.max_tokens)
+        | _vllm_extras(body, max(wanted) if wanted else None),
         logprobs=body.logprobs,
-        encode=lambda engine, system_prompt: completion_prompt_ids(engine, system_prompt, prompt),
+        encode=prefix.measuring(lambda engine, system_prompt: completion_prompt_ids(engine, system_prompt, prompt)),
         param_names={"prompt": "prompt"},
         max_tokens_from_request=body.max_tokens is not None,
         render=render,

@@ -28,6 +28,8 @@ class EngineRun:
         self.engine = engine
         self.request_id = request_id
         self.params = params
+        self.prompt_token_ids = prompt_token_ids
+        self.prompt_logprobs: list | None = None  # with params.prompt_logprobs: one entry per prompt token
         self.num_prompt_tokens = len(prompt_token_ids)
         self.num_cached_tokens = 0
         self.num_output_tokens = 0
@@ -53,6 +55,8 @@ class EngineRun:
         self.text += delta.text
         self.token_ids += delta.token_ids
         self.logprobs += delta.logprobs or []
+        if delta.prompt_logprobs is not None:
+            self.prompt_logprobs = delta.prompt_logprobs
         self.num_prompt_tokens = delta.num_prompt_tokens
         self.num_cached_tokens = delta.num_cached_tokens
         self.num_output_tokens = delta.num_output_tokens

@@ -10,7 +10,11 @@ class ApiKey(models.Model):
     """A tenant's key for the OpenAI-compatible API. Only the SHA-256 of the key is stored.
 
     The plaintext is returned once by api.services.create_api_key; `prefix` (its first characters) lets
-    people tell keys apart in lists. rpm/tpm limits: None = unlimited.
+    people tell keys apart in lists. rpm/tpm limits: None = unlimited. A key may name an `owner`, a
+    member of its tenant: the key's calls then count against the owner's employee budgets and show under
+    their name in the ledger, and the key stops working when the owner is deactivated or leaves the
+    tenant. A key without an owner is the tenant's (its calls count against tenant budgets only). Deleting the
+    owner's account deletes their keys (their usage stays in the ledger).
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
@@ -21,6 +25,10 @@ class ApiKey(models.Model):
     tpm_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Tokens per minute; empty: no limit.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="api_keys",
+        help_text="The employee whose budgets this key's calls count against; empty: the whole tenant's key.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)

@@ -45,13 +45,15 @@ def chat_logprobs(tokenizer: Any, token_ids: list[int], logprobs: list[dict[int,
 
 def completion_logprobs(tokenizer: Any, token_ids: list[int], logprobs: list[dict[int, float]], k: int,
                         text_offset: int = 0) -> dict:
-    """choices[i].logprobs of a completion: parallel lists tokens / token_logprobs / top_logprobs / text_offset."""
+    """choices[i].logprobs of a completion: parallel lists tokens / token_logprobs / top_logprobs / text_offset.
+    An entry None (an echoed prompt's first token: nothing precedes it) gives null logprobs."""
     result: dict[str, list] = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
     for token_id, entry in zip(token_ids, logprobs):
         token = _token_text(tokenizer, token_id)
         result["tokens"].append(token)
-        result["token_logprobs"].append(entry[token_id])
-        result["top_logprobs"].append({_token_text(tokenizer, t): lp for t, lp in _top(entry, k)})
+        result["token_logprobs"].append(None if entry is None else entry[token_id])
+        result["top_logprobs"].append(None if entry is None else
+                                      {_token_text(tokenizer, t): lp for t, lp in _top(entry, k)})
         result["text_offset"].append(text_offset)
         text_offset += len(token)
     return result

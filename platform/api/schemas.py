@@ -58,6 +58,19 @@ class SamplingFields(RequestModel):
     ignore_eos: bool | None = Field(None, description="vLLM extra: keep generating past end-of-sequence.")
     logit_bias: dict[str, float] | None = Field(
         None, description="Token id (as a string) -> bias in [-100, 100], added to its logit before sampling.")
+    stop_token_ids: list[int] | None = Field(None, description="vLLM extra: token ids that end the completion.")
+    include_stop_str_in_output: bool | None = Field(None, description="vLLM extra: keep the stop string.")
+    skip_special_tokens: bool | None = Field(None, description="vLLM extra: leave special tokens out of the text.")
+    bad_words: list[str] | None = Field(None, description="vLLM extra: words never generated.")
+    allowed_token_ids: list[int] | None = Field(None, description="vLLM extra: sample only these token ids.")
+    # vLLM's structured outputs (api.structured; at most one constraint per request)
+    structured_outputs: dict[str, Any] | None = Field(
+        None, description="vLLM extra: one of json (a JSON schema), regex, choice, grammar (EBNF or Lark), "
+                          "json_object; with disable_any_whitespace.")
+    guided_json: dict[str, Any] | str | None = Field(None, description="vLLM extra (older name): a JSON schema.")
+    guided_regex: str | None = Field(None, description="vLLM extra (older name): a regex the output matches.")
+    guided_choice: list[str] | None = Field(None, description="vLLM extra (older name): the output is one of these.")
+    guided_grammar: str | None = Field(None, description="vLLM extra (older name): an EBNF or Lark grammar.")
 
 
 class ChatCompletionRequest(SamplingFields):
@@ -69,17 +82,22 @@ class ChatCompletionRequest(SamplingFields):
     tool_choice: Any = None
     functions: list[Any] | None = None
     response_format: dict[str, Any] | None = None
-    prompt_logprobs: int | None = Field(None, description="vLLM extra: refused (no prompt log-probabilities).")
+    prompt_logprobs: int | None = Field(None, description="vLLM extra, in [0, 20]: the prompt tokens' "
+                                                          "log-probabilities (top-level `prompt_logprobs`); "
+                                                          "not with stream.")
 
 
 class CompletionRequest(SamplingFields):
     prompt: str | list[str] | list[int] = Field(description="Text, a list of one text, or token ids.")
     logprobs: int | None = Field(None, description="In [0, 20]: log-probabilities of the k likeliest tokens.")
     echo: bool | None = Field(None, description="Put the prompt (your text, without the tenant's system "
-                                                "prompt) before each choice's text; not with logprobs.")
+                                                "prompt) before each choice's text; with logprobs, its tokens "
+                                                "are scored too; with max_tokens 0, only the prompt comes back.")
     best_of: int | None = Field(None, description="Refused unless 1: use n.")
     suffix: str | None = Field(None, description="Refused (no fill-in-the-middle).")
-    prompt_logprobs: int | None = Field(None, description="vLLM extra: refused (no prompt log-probabilities).")
+    prompt_logprobs: int | None = Field(None, description="vLLM extra, in [0, 20]: the prompt tokens' "
+                                                          "log-probabilities (`choices[i].prompt_logprobs`); "
+                                                          "not with stream.")
 
 
 class TokenizeRequest(RequestModel):
@@ -170,8 +188,8 @@ class ChatCompletionChunk(Schema):
 
 class CompletionLogprobs(Schema):
     tokens: list[str]
-    token_logprobs: list[float]
-    top_logprobs: list[dict[str, float]]
+    token_logprobs: list[float | None] = Field(description="null for an echoed prompt's first token.")
+    top_logprobs: list[dict[str, float] | None]
     text_offset: list[int]
 
 

@@ -11,12 +11,13 @@ from tenants.models import Tenant
 
 # --- API keys ---
 def api_key_by_plaintext(plaintext: str) -> ApiKey | None:
-    """The key row for a presented key, revoked or not (the caller tells 401 from 403); tenant preloaded."""
-    return ApiKey.objects.select_related("tenant").filter(hashed_key=services.hash_api_key(plaintext)).first()
+    """The key row for a presented key, revoked or not (the caller tells 401 from 403); tenant and owner
+    preloaded."""
+    return ApiKey.objects.select_related("tenant", "owner").filter(hashed_key=services.hash_api_key(plaintext)).first()
 
 
 def api_keys(tenant: Tenant) -> QuerySet[ApiKey]:
-    return ApiKey.objects.filter(tenant=tenant).order_by("revoked_at", "-created_at")
+    return ApiKey.objects.filter(tenant=tenant).select_related("owner").order_by("revoked_at", "-created_at")
 
 
 # --- usage ---

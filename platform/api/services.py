@@ -5,12 +5,13 @@ import hashlib
 import secrets
 from datetime import timedelta
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from api.models import ApiKey, ApiUsage
 from tenants import audit
-from tenants.models import SamplingProfile, Tenant
+from tenants.models import Membership, SamplingProfile, Tenant
 
 KEY_PREFIX = "pgd-"  # makes leaked keys easy to grep for
 # Keys end in ".<tenant slug>": a load balancer routes a key's calls to its tenant's replica without a
@@ -27,9 +28,11 @@ def hash_api_key(plaintext: str) -> str:
 
 @transaction.atomic
 def create_api_key(
-    tenant: Tenant, name: str, *, actor=None, rpm_limit: int | None = None, tpm_limit: int | None = None
+    tenant: Tenant, name: str, *, actor=None, rpm_limit: int | None = None, tpm_limit: int | None = None,
+    owner=None,
 ) -> tuple[ApiKey, str]:
-    """A new key for `tenant`: pgd-<43 random characters>.<tenant slug>.
+    """A new key for `tenant`: pgd-<43 random characters>.<tenant slug>; `owner` (a member of the
+    tenant) makes it that employee's key (ApiKey.owner). Raises ValidationError on bad input.
 
     Returns (row, plaintext); the plaintext is not stored and cannot be shown again. Only its hash is
     looked up, so the format is a hint for routing and for people, not something a check relies on.
@@ -43,11 +46,18 @@ def create_api_key(
         rpm_limit=rpm_limit,
         tpm_limit=tpm_limit,
         created_by=actor if getattr(actor, "is_authenticated", False) else None,
+        owner=owner,
     )
+    _check_owner(key)
     key.full_clean()
     key.save()
     audit.record("api_key.create", actor=actor, instance=key, after=audit.snapshot(key))
     return key, plaintext
+
+
+def _check_owner(key: ApiKey) -> None:
+    if key.owner_id is not None and not Membership.objects.filter(tenant_id=key.tenant_id, user_id=key.owner_id).exists():
+        raise ValidationError({"owner": f"{key.owner.get_username()} is not a member of {key.tenant.slug}."})
 
 
 @transaction.atomic
@@ -70,8 +80,10 @@ def touch_api_key(key: ApiKey) -> None:
 
 
 @transaction.atomic
-def update_api_key(key: ApiKey, *, actor=None, name: str | None = None, rpm_limit=..., tpm_limit=...) -> ApiKey:
-    """Rename a key or change its limits (pass None for a limit to remove it; leave it out to keep it)."""
+def update_api_key(key: ApiKey, *, actor=None, name: str | None = None, rpm_limit=..., tpm_limit=...,
+                   owner=...) -> ApiKey:
+    """Rename a key, change its limits or its owner (pass None to remove a limit or the owner; leave it
+    out to keep it)."""
     before = audit.snapshot(ApiKey.objects.get(pk=key.pk))
     if name is not None:
         key.name = name
@@ -79,8 +91,11 @@ def update_api_key(key: ApiKey, *, actor=None, name: str | None = None, rpm_limi
         key.rpm_limit = rpm_limit
     if tpm_limit is not ...:
         key.tpm_limit = tpm_limit
+    if owner is not ...:
+        key.owner = owner
+    _check_owner(key)
     key.full_clean()
-    key.save(update_fields=["name", "rpm_limit", "tpm_limit"])
+    key.save(update_fields=["name", "rpm_limit", "tpm_limit", "owner"])
     after = audit.snapshot(key)
     if before != after:
         audit.record("api_key.update", actor=actor, instance=key, before=before, after=after)

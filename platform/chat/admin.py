@@ -1,7 +1,7 @@
 """Chat history in the admin site, view only, scoped to the tenants a tenant admin administers."""
 from django.contrib import admin
 
-from chat.models import Conversation, Message
+from chat.models import Conversation, Feedback, Message
 from tenants.admin.scoping import ReadOnlyAdmin
 
 
@@ -32,3 +32,23 @@ class ConversationAdmin(ReadOnlyAdmin):
 
     def get_list_filter(self, request):
         return self.list_filter if request.user.is_superuser else []
+
+
+@admin.register(Feedback)
+class FeedbackAdmin(ReadOnlyAdmin):
+    """Thumbs and comments on replies, view only; a tenant admin sees their tenants' (the console sums them)."""
+
+    tenant_field = "message__conversation__tenant"
+    list_display = ["created_at", "rating", "comment", "user", "reply_profile", "reply_prompt_version"]
+    list_filter = ["rating"]
+    list_select_related = ["user", "message__profile", "message__system_prompt"]
+    search_fields = ["comment"]
+
+    @admin.display(description="profile")
+    def reply_profile(self, feedback: Feedback) -> str:
+        return feedback.message.profile.name if feedback.message.profile else "–"
+
+    @admin.display(description="prompt version")
+    def reply_prompt_version(self, feedback: Feedback) -> str:
+        prompt = feedback.message.system_prompt
+        return f"v{prompt.version}" if prompt else "–"

@@ -222,7 +222,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await _db(access.verify_session)(self.user.pk, self.session_key)  # logged out, deactivated...
             plan = await _db(services.plan_turn)(
                 self.user, self.conversation_id, content=frame.content, profile_name=frame.profile,
-                attachment_ids=frame.attachment_ids)
+                attachment_ids=frame.attachment_ids,
+                parent_id=frame.parent_id, edit_of=frame.message_id if frame.type == protocol.EDIT else None,
+                answer_id=frame.message_id if frame.type == protocol.REGENERATE else None)
             engine = await engine_runtime.aget_engine(timeout=settings.PAGODA_CHAT_ENGINE_WAIT_SECONDS)
             params = plan.profile.to_sampling_params(n=1, logprobs=None)  # the page shows one reply
             prompt_ids = await asyncio.to_thread(self._prompt_ids, engine, plan, params.max_tokens)
@@ -259,7 +261,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             attachments=[{"id": a.pk, "name": a.name, "num_tokens": a.num_tokens} for a in plan.attachments])
         await self._send(start)
         self.followers = follow.Followers(self.channel_layer, self.conversation_id, self.channel_name)
-        await self.followers.tell(protocol.followed(start, user_content=plan.content))
+        # parent_id: what the new user message follows, or (regenerating) the user message answered again
+        parent = plan.user_parent if plan.content is not None else plan.answered
+        await self.followers.tell(protocol.followed(start, user_content=plan.content,
+                                                    parent_id=parent.pk if parent is not None else None))
         await self._stream(engine, plan, turn, prompt_ids, params, request_id)
 
     @staticmethod

@@ -9,6 +9,16 @@ from tenants import selectors
 from tenants.models import SamplingProfile, SystemPrompt, Tenant
 
 TITLE_CHARS = 80
+# The parent a new message gets when none is named: it goes on after the conversation's newest message
+# (a reply: after its newest user message), as when every conversation was a single line.
+LAST = object()
+
+
+def _last(conversation: Conversation, role: str | None = None) -> Message | None:
+    rows = Message.objects.filter(conversation=conversation).exclude(role=Message.Role.SYSTEM)
+    if role is not None:
+        rows = rows.filter(role=role)
+    return rows.order_by("-created_at", "-id").first()
 
 
 def create_conversation(tenant: Tenant, user, *, title: str = "", profile: SamplingProfile | None = None) -> Conversation:
@@ -21,10 +31,14 @@ def create_conversation(tenant: Tenant, user, *, title: str = "", profile: Sampl
 
 
 @transaction.atomic
-def add_user_message(conversation: Conversation, content: str, *, title_source: str | None = None) -> Message:
-    """Save the user's turn (before generation starts); the first one titles an untitled conversation
-    (from `title_source`, by default the content: a message of files alone is titled by their names)."""
-    message = Message.objects.create(conversation=conversation, role=Message.Role.USER, content=content)
+def add_user_message(conversation: Conversation, content: str, *, parent: Message | None | object = LAST,
+                     title_source: str | None = None) -> Message:
+    """Save the user's turn (before generation starts) after `parent` (None: a first message, or an edit
+    of one); the first one titles an untitled conversation (from `title_source`, by default the content:
+    a message of files alone is titled by their names)."""
+    if parent is LAST:
+        parent = _last(conversation)
+    message = Message.objects.create(conversation=conversation, role=Message.Role.USER, content=content, parent=parent)
     if not conversation.title:
         conversation.title = " ".join((title_source or content).split())[:TITLE_CHARS]
     conversation.save(update_fields=["title", "updated_at"])
@@ -32,15 +46,20 @@ def add_user_message(conversation: Conversation, content: str, *, title_source: 
 
 
 def create_pending_reply(
-    conversation: Conversation, *, profile: SamplingProfile | None, system_prompt: SystemPrompt | None
+    conversation: Conversation, *, profile: SamplingProfile | None, system_prompt: SystemPrompt | None,
+    parent: Message | None | object = LAST,
 ) -> Message:
-    """The assistant row, saved as pending before streaming so a dropped socket leaves a trace."""
+    """The assistant row answering the user message `parent`, saved as pending before streaming so a
+    dropped socket leaves a trace."""
+    if parent is LAST:
+        parent = _last(conversation, Message.Role.USER)
     return Message.objects.create(
         conversation=conversation,
         role=Message.Role.ASSISTANT,
         status=Message.Status.PENDING,
         profile=profile,
         system_prompt=system_prompt,
+        parent=parent,
     )
 
 

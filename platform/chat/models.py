@@ -44,6 +44,9 @@ class Message(models.Model):
         ERROR = "error", "Error"
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    # The message this one follows (chat.branches): a reply's user message, a user message's reply before
+    # it. Siblings are regenerated replies or edited messages; null for a first message (and its edits).
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.TextField(blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
@@ -73,6 +76,31 @@ class Message(models.Model):
     @property
     def num_total_tokens(self) -> int:
         return self.num_prompt_tokens + self.num_output_tokens
+
+
+class Feedback(models.Model):
+    """A user's thumbs up or down on one assistant reply, with an optional comment. One per user per
+    reply, changed in place (chat.feedback writes it); the console sums them per prompt version and
+    per sampling profile (chat.reply_quality)."""
+
+    class Rating(models.IntegerChoices):
+        UP = 1, "Thumbs up"
+        DOWN = -1, "Thumbs down"
+
+    MAX_COMMENT_CHARS = 2000
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="feedback")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    rating = models.SmallIntegerField(choices=Rating.choices)
+    comment = models.TextField(blank=True, max_length=MAX_COMMENT_CHARS)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["message", "user"], name="feedback_one_per_user_and_reply")]
+
+    def __str__(self) -> str:
+        return f"{self.get_rating_display()} on message {self.message_id}"
 
 
 class Attachment(models.Model):

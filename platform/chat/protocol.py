@@ -1,12 +1,18 @@
 """The chat WebSocket protocol: JSON text frames with a "type", parsed and built only here.
 
 client -> server
-    {"type": "user_message", "content": "...", "profile": "chat", "attachments": [3, 4]}
+    {"type": "user_message", "content": "...", "profile": "chat", "parent_id": 12, "attachments": [3, 4]}
                                              profile optional: the conversation's last one, else the
-                                             tenant's default; attachments optional: ids of files uploaded
-                                             to POST /chat/<id>/attachments/ (content may then be empty)
+                                             tenant's default; parent_id optional: the message it goes
+                                             on after (an older branch), else the newest one; attachments
+                                             optional: ids of files uploaded to POST /chat/<id>/attachments/
+                                             (content may then be empty)
+    {"type": "edit", "message_id": 11, "content": "...", "profile": "chat"}
+                                             the user message 11 edited and sent again: a new branch
+                                             beside it (chat.branches), answered at once
     {"type": "stop"}                                                 abort the reply being generated
-    {"type": "regenerate", "profile": "coding"}                      a new reply to the last user message
+    {"type": "regenerate", "profile": "coding", "message_id": 11}    a new reply to the user message 11
+                                                                     (optional: the current branch's last)
 server -> client
     {"type": "start", "message_id": 12, "user_message_id": 11, "title": "...", "profile": "chat",
      "attachments": [{"id": 3, "name": "a.pdf", "num_tokens": 812}]}
@@ -26,7 +32,9 @@ server -> client
                                              be saved at all (it is marked failed later, see docs/chat.md)
     {"type": "...", "followed": true, "message_id": 12, ...}
                                              a reply another tab of the conversation is writing (chat.follow):
-                                             its start (with "user_content", null when regenerating), deltas,
+                                             its start (with "user_content", null when regenerating, and
+                                             "parent_id": the message the user message follows, or the one
+                                             a regenerated reply answers), deltas,
                                              done (with the whole "content") and error frames, as that tab
                                              gets them, marked "followed" and carrying the reply's message_id
 One reply at a time per conversation: a user_message or regenerate while another tab's reply runs is
@@ -40,8 +48,8 @@ from dataclasses import dataclass
 
 from chat.errors import ChatError
 
-USER_MESSAGE, STOP, REGENERATE = "user_message", "stop", "regenerate"
-CLIENT_TYPES = (USER_MESSAGE, STOP, REGENERATE)
+USER_MESSAGE, STOP, REGENERATE, EDIT = "user_message", "stop", "regenerate", "edit"
+CLIENT_TYPES = (USER_MESSAGE, STOP, REGENERATE, EDIT)
 _MAX_PROFILE_CHARS = 64
 _MAX_ATTACHMENTS = 10  # chat.attachments.MAX_PER_MESSAGE
 # Slack for the JSON around the content and for escapes (a \uXXXX escape is six characters for one).
@@ -51,11 +59,14 @@ _ESCAPE_FACTOR = 6
 
 @dataclass(frozen=True)
 class ClientFrame:
-    """One parsed client frame. `content` is set for user_message only; `profile` is a profile name or None."""
+    """One parsed client frame. `content` is set for user_message and edit; `profile` is a profile name or
+    None; `message_id` the message edited or answered again, `parent_id` the one a user_message follows."""
 
     type: str
     content: str | None = None
     profile: str | None = None
+    message_id: int | None = None
+    parent_id: int | None = None
     attachment_ids: tuple[int, ...] = ()
 
 
@@ -79,10 +90,16 @@ def parse_client_frame(text: str | None, max_message_chars: int) -> ClientFrame:
         return ClientFrame(STOP)
     profile = _profile_name(data.get("profile"))
     if kind == REGENERATE:
-        return ClientFrame(REGENERATE, profile=profile)
-    attachment_ids = _attachment_ids(data.get("attachments"))
+        return ClientFrame(REGENERATE, profile=profile, message_id=_message_id(data, "message_id"))
+    attachment_ids = _attachment_ids(data.get("attachments")) if kind == USER_MESSAGE else ()
     content = _content(data.get("content"), max_message_chars, allow_empty=bool(attachment_ids))
-    return ClientFrame(USER_MESSAGE, content=content, profile=profile, attachment_ids=attachment_ids)
+    if kind == EDIT:
+        message_id = _message_id(data, "message_id")
+        if message_id is None:
+            raise ChatError("invalid_frame", 'An edit needs the "message_id" of the message edited.')
+        return ClientFrame(EDIT, content=content, profile=profile, message_id=message_id)
+    return ClientFrame(USER_MESSAGE, content=content, profile=profile, parent_id=_message_id(data, "parent_id"),
+                       attachment_ids=attachment_ids)
 
 
 def _attachment_ids(value: object) -> tuple[int, ...]:
@@ -92,6 +109,15 @@ def _attachment_ids(value: object) -> tuple[int, ...]:
             or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**63 for v in value)):
         raise ChatError("invalid_frame", f'"attachments" is a list of at most {_MAX_ATTACHMENTS} attachment ids.')
     return tuple(value)
+
+
+def _message_id(data: dict, field: str) -> int | None:
+    value = data.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+        raise ChatError("invalid_frame", f'"{field}" must be the id of a message (a positive integer).')
+    return value
 
 
 def _require_utf8(value: str, field: str) -> None:
@@ -104,7 +130,7 @@ def _require_utf8(value: str, field: str) -> None:
 
 def _content(value: object, max_chars: int, allow_empty: bool = False) -> str:
     if not isinstance(value, str):
-        raise ChatError("invalid_frame", 'A user_message needs a "content" string.')
+        raise ChatError("invalid_frame", 'A user_message or edit needs a "content" string.')
     _require_utf8(value, "content")
     value = value.replace("\x00", "")  # PostgreSQL text cannot hold NUL, and nobody types one
     if not value.strip() and not allow_empty:

@@ -1,8 +1,9 @@
-"""Reads of the chat flow: the visible thread of a conversation, the sidebar, and who may open what.
+"""Reads of the chat flow: a conversation's branches and its current one, the sidebar, and who may
+open what.
 
-Regenerating a reply keeps the earlier one (its tokens stay in the tenant's usage) and adds a newer
-assistant row after the same user message: the thread shows, and the prompt uses, only the newest
-reply to each user message.
+Regenerating a reply or editing a sent message keeps the earlier version (its tokens stay in the
+tenant's usage) and adds a sibling (chat.branches): the page shows the current branch first and pages
+through the others; the prompt is the path to where the turn goes.
 """
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from datetime import date, datetime
 from django.db.models import Count, QuerySet
 
 from chat.attachments import prompt_content
+from chat.branches import Tree
 from chat.errors import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, ChatAccessError
-from chat.models import Attachment, Conversation, Message
+from chat.models import Attachment, Conversation, Feedback, Message
 from pagoda import daily
 from tenants.models import Tenant
 
@@ -41,6 +43,19 @@ def attachment_for_user(user, attachment_id: int) -> Attachment | None:
         conversation__tenant__memberships__user=user).select_related("conversation").first()
 
 
+def reply_for_user(user, conversation_id: int, message_id: int) -> Message | None:
+    """An assistant reply of the user's conversation (as conversation_for_user decides); else None."""
+    conversation = conversation_for_user(user, conversation_id)
+    if conversation is None:
+        return None
+    return Message.objects.filter(pk=message_id, conversation=conversation, role=Message.Role.ASSISTANT).first()
+
+
+def feedback_by_message(user, message_ids: list[int]) -> dict[int, Feedback]:
+    """The user's feedback on these messages, by message id."""
+    return {f.message_id: f for f in Feedback.objects.filter(user=user, message_id__in=message_ids)}
+
+
 def conversation_for_socket(user, conversation_id: int) -> Conversation:
     """The user's conversation (tenant preloaded); ChatAccessError(4403) when it is someone else's or
     the user left its tenant, ChatAccessError(4404) when there is no such conversation."""
@@ -52,25 +67,6 @@ def conversation_for_socket(user, conversation_id: int) -> Conversation:
     raise ChatAccessError(CLOSE_NOT_FOUND)
 
 
-def visible_thread(messages: list[Message]) -> list[Message]:
-    """The messages shown in order: every user message, and only the newest reply after each one. Each
-    reply shown carries `earlier_versions`: the replies it replaced (regenerated), oldest first; the
-    page lets the reader page through them, the prompt never sees them."""
-    thread: list[Message] = []
-    for message in messages:
-        if message.role == Message.Role.SYSTEM:
-            continue
-        message.earlier_versions = []
-        if message.role == Message.Role.ASSISTANT and thread and thread[-1].role == Message.Role.ASSISTANT:
-            replaced = thread[-1]
-            message.earlier_versions = [*replaced.earlier_versions, replaced]
-            replaced.earlier_versions = []
-            thread[-1] = message  # a regenerated reply replaces the one before it
-        else:
-            thread.append(message)
-    return thread
-
-
 STALE_REPLY_ERROR = "This reply was lost before it could be saved. Regenerate it."
 
 
@@ -80,15 +76,35 @@ def is_stale_reply(message: Message, cutoff: datetime) -> bool:
             and message.created_at < cutoff)
 
 
-def thread(conversation: Conversation, stale_cutoff: datetime | None = None) -> list[Message]:
-    """The visible thread. With `stale_cutoff`, a stale reply is shown failed, in these objects only:
-    a page view writes nothing (services.fail_stale_replies stores it, on the conversation's next turn)."""
-    shown = visible_thread(list(messages(conversation)))
+def _mark_stale(shown: list[Message], stale_cutoff: datetime | None) -> list[Message]:
+    """A stale reply is shown failed, in these objects only: a page view writes nothing
+    (services.fail_stale_replies stores it, on the conversation's next turn)."""
     if stale_cutoff is not None:
         for m in shown:
             if is_stale_reply(m, stale_cutoff):
                 m.status, m.error = Message.Status.ERROR, STALE_REPLY_ERROR
     return shown
+
+
+def tree(conversation: Conversation) -> Tree:
+    """Every message of the conversation, as branches (chat.branches)."""
+    return Tree(messages(conversation))
+
+
+def thread(conversation: Conversation, stale_cutoff: datetime | None = None) -> list[Message]:
+    """The current branch (the path to the newest message), oldest first; stale replies shown failed."""
+    return _mark_stale(tree(conversation).current(), stale_cutoff)
+
+
+def page_messages(conversation: Conversation, stale_cutoff: datetime | None = None) -> list[Message]:
+    """Every message, oldest first, for the page to page through branches: each carries `parent_ref`
+    (its parent's id, or None) and `on_branch` (whether it is on the current branch, shown first)."""
+    conversation_tree = tree(conversation)
+    current = {m.pk for m in conversation_tree.current()}
+    for m in conversation_tree.messages:
+        m.parent_ref = conversation_tree.parent_ids[m.pk]
+        m.on_branch = m.pk in current
+    return _mark_stale(conversation_tree.messages, stale_cutoff)
 
 
 def prompt_turns(thread_messages: list[Message]) -> list[dict]:

@@ -2,6 +2,8 @@
 through database_sync_to_async.
 
     plan = plan_turn(user, conversation_id, content=..., profile_name=...)   # reads only; may raise ChatError
+                     # parent_id=: go on after that message; edit_of=: fork a sent message; content=None
+                     # regenerates (answer_id=: the user message to answer again)
     turn = begin_turn(plan, request_id)   # saves the user message and a pending reply, in one transaction
     finish_turn(turn.reply, stream, status=..., error=...)   # the reply's text, status and usage
 
@@ -12,13 +14,13 @@ failed, and fail_stale_replies stores that (begin_turn calls it; so does `manage
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
-from chat import attachments as chat_attachments, history, selectors
+from chat import attachments as chat_attachments, branches, history, selectors
 from chat.errors import ChatError
 from chat.models import Attachment, Conversation, Message
 from chat.replies import ReplyStream
@@ -36,7 +38,9 @@ class TurnPlan:
     system_prompt: SystemPrompt | None
     turns: list[dict]  # the prompt's turns (history, then the user message to answer)
     content: str | None  # the new user message; None when regenerating
-    attachments: list[Attachment]  # the files sent with it (drafts until begin_turn binds them)
+    user_parent: Message | None = None  # the message the new user message follows (None: a first message)
+    answered: Message | None = None  # when regenerating: the user message answered again
+    attachments: list[Attachment] = field(default_factory=list)  # sent with it (drafts until begin_turn binds them)
 
 
 @dataclass
@@ -63,25 +67,49 @@ def resolve_profile(conversation: Conversation, name: str | None) -> SamplingPro
 
 
 def plan_turn(user, conversation_id: int, *, content: str | None, profile_name: str | None,
+              parent_id: int | None = None, edit_of: int | None = None, answer_id: int | None = None,
               attachment_ids: tuple[int, ...] | list[int] = ()) -> TurnPlan:
-    """Read what a turn needs. content=None regenerates the reply to the last user message.
+    """Read what a turn needs; the prompt is the path to where the turn goes (chat.branches).
 
+    content + parent_id: a new message after that message (by default the newest: the current branch).
+    content + edit_of: an edited user message, a sibling of the one edited (a new branch from there).
+    content=None: regenerate the reply to `answer_id` (by default the current branch's last user message).
     Raises ChatAccessError when the conversation is no longer the user's, ChatError for an unknown
-    profile, nothing to regenerate, or attachments that are not the conversation's unsent drafts.
+    profile, a message id that is not a fitting message of this conversation, nothing to regenerate, or
+    attachments that are not the conversation's unsent drafts.
     """
     conversation = selectors.conversation_for_socket(user, conversation_id)
     profile = resolve_profile(conversation, profile_name)
     system_prompt = tenant_selectors.active_system_prompt(conversation.tenant)
-    turns = selectors.prompt_turns(selectors.thread(conversation))
+    tree = selectors.tree(conversation)
     attached = chat_attachments.drafts_for_turn(conversation, list(attachment_ids))
     if content is None:
-        while turns and turns[-1]["role"] != "user":
-            turns.pop()  # the reply being replaced
-        if not turns:
+        if answer_id is not None:
+            answered = _message_of(tree, answer_id, Message.Role.USER)
+        else:
+            answered = branches.last_user_message(tree.current())
+        if answered is None:
             raise ChatError("nothing_to_regenerate", "There is no message to answer again yet.")
+        turns = selectors.prompt_turns(tree.path_to(answered))
+        return TurnPlan(conversation, profile, system_prompt, turns, None, answered=answered)
+    if edit_of is not None:
+        edited = _message_of(tree, edit_of, Message.Role.USER)
+        parent = tree.by_id.get(tree.parent_ids[edited.pk])
     else:
-        turns.append({"role": "user", "content": chat_attachments.prompt_content(content, attached)})
-    return TurnPlan(conversation, profile, system_prompt, turns, content, attached)
+        parent = _message_of(tree, parent_id) if parent_id is not None else tree.newest()
+    turns = [*selectors.prompt_turns(tree.path_to(parent)),
+             {"role": "user", "content": chat_attachments.prompt_content(content, attached)}]
+    return TurnPlan(conversation, profile, system_prompt, turns, content, user_parent=parent, attachments=attached)
+
+
+def _message_of(tree: branches.Tree, message_id: int, role: str | None = None) -> Message:
+    """The conversation's message `message_id` (of `role`); ChatError("unknown_message") otherwise, as a
+    404 would say: a message of another conversation is not told apart from none."""
+    message = tree.by_id.get(message_id)
+    if message is None or (role is not None and message.role != role):
+        kind = "message of yours" if role == Message.Role.USER else "message"
+        raise ChatError("unknown_message", f"This conversation has no {kind} with the id {message_id}.")
+    return message
 
 
 @transaction.atomic
@@ -94,12 +122,14 @@ def begin_turn(plan: TurnPlan, request_id: str, stale_reply_s: float | None = No
     user_message = None
     if plan.content is not None:
         user_message = history.add_user_message(
-            conversation, plan.content, title_source=plan.content.strip() or ", ".join(a.name for a in plan.attachments))
+            conversation, plan.content, parent=plan.user_parent,
+            title_source=plan.content.strip() or ", ".join(a.name for a in plan.attachments))
         chat_attachments.bind(plan.attachments, user_message)
     if conversation.profile_id != plan.profile.pk:  # the next turn starts with the profile picked last
         Conversation.objects.filter(pk=conversation.pk).update(profile=plan.profile)
         conversation.profile = plan.profile
-    reply = history.create_pending_reply(conversation, profile=plan.profile, system_prompt=plan.system_prompt)
+    reply = history.create_pending_reply(conversation, profile=plan.profile, system_prompt=plan.system_prompt,
+                                         parent=user_message or plan.answered)
     reply.request_id = request_id
     reply.save(update_fields=["request_id"])
     return Turn(user_message, reply, conversation.title)

@@ -17,7 +17,8 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 import engine_runtime
-from chat import attachments as chat_attachments, export_md, history, search as chat_search, selectors, services, ui_text
+from chat import (attachments as chat_attachments, export_md, feedback as chat_feedback, history, search as chat_search,
+                  selectors, services, ui_text)
 from chat.errors import AttachmentError
 from engine_runtime import EngineUnavailable
 from chat.models import Conversation
@@ -34,7 +35,8 @@ def _page(request, tenants, conversations, conversation: Conversation | None):
         "tenants": tenants,
         "conversations": conversations,
         "conversation": conversation,
-        "thread": selectors.thread(conversation, stale_cutoff) if conversation is not None else [],
+        # every branch's messages: the page shows the current branch and pages through the others
+        "thread": _with_feedback(request.user, selectors.page_messages(conversation, stale_cutoff)) if conversation else [],
         "profiles": profiles,
         "selected_profile": selected,
         "show_tenant": len(tenants) > 1,
@@ -44,11 +46,22 @@ def _page(request, tenants, conversations, conversation: Conversation | None):
             "wsPath": f"/ws/chat/{conversation.pk}/" if conversation is not None else None,
             "maxChars": settings.PAGODA_CHAT_MAX_MESSAGE_CHARS,
             "attachUrl": reverse("chat:attach", args=[conversation.pk]) if conversation is not None else None,
+            "feedbackUrl": reverse("chat:feedback", args=[conversation.pk, 0]) if conversation is not None else None,
             "loginUrl": f"{reverse('login')}?next={request.path}",
             "strings": ui_text.page_strings(settings.PAGODA_CHAT_MAX_MESSAGE_CHARS),
         },
     }
     return render(request, "chat/page.html", context)
+
+
+def _with_feedback(user, thread: list) -> list:
+    """The thread, each reply carrying `feedback_rating` ("up" / "down" / None) and `feedback_comment`."""
+    given = selectors.feedback_by_message(user, [m.pk for m in thread])
+    for message in thread:
+        feedback = given.get(message.pk)
+        message.feedback_rating = chat_feedback.rating_name(feedback.rating) if feedback else None
+        message.feedback_comment = feedback.comment if feedback else ""
+    return thread
 
 
 @login_required
@@ -135,6 +148,24 @@ def pin(request, conversation_id: int):
     if _wants_json(request):
         return JsonResponse({"id": conversation.pk, "pinned": conversation.is_pinned})
     return _back(request, conversation)
+
+
+@login_required
+@require_POST
+def feedback(request, conversation_id: int, message_id: int):
+    """POST rating=up|down (or "" to take it back), comment=...: 200 {"message_id", "rating", "comment"};
+    400 {"error": {"field", "message"}}; 404 for a reply that is not in one of the user's conversations."""
+    reply = selectors.reply_for_user(request.user, conversation_id, message_id)
+    if reply is None:
+        raise Http404("No such reply")
+    try:
+        saved = chat_feedback.set_feedback(request.user, reply, rating=request.POST.get("rating", ""),
+                                           comment=request.POST.get("comment", ""))
+    except ValidationError as error:
+        field, messages = next(iter(error.message_dict.items()))
+        return JsonResponse({"error": {"field": field, "message": " ".join(messages)}}, status=400)
+    return JsonResponse({"message_id": reply.pk, "rating": chat_feedback.rating_name(saved.rating) if saved else None,
+                         "comment": saved.comment if saved else ""})
 
 
 @login_required

@@ -9,6 +9,7 @@ from django.utils.crypto import constant_time_compare
 from django.views.decorators.http import require_POST
 
 from api import selectors as api_selectors
+from chat import reply_quality
 from console import panels
 from console.forms import SystemPromptForm
 from governance import selectors as governance_selectors
@@ -37,6 +38,8 @@ def _tenant_context(tenant: Tenant, prompt_form: SystemPromptForm | None = None)
         "profiles": selectors.profiles(tenant),
         "members": selectors.members(tenant),
         "usage": governance_selectors.usage_overview(tenant, days=14),  # the ledger: chat replies and /v1 calls
+        "quality_by_version": reply_quality.by_prompt_version(tenant),  # thumbs, length, TTFT of the chat's replies
+        "quality_by_profile": reply_quality.by_profile(tenant),
         "api_usage_by_key": governance_selectors.api_usage_by_key(tenant, days=14),
         "spend": governance_selectors.spend_against_budgets(tenant),
         "api_keys": api_selectors.api_keys(tenant),

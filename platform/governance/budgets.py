@@ -1,8 +1,11 @@
 """Token budgets: checked and reserved before a chat turn or an API call starts.
 
     warning = reserve_chat(user, tenant, request_id, num_tokens)   # may raise QuotaExceeded
-    warning = reserve_api(key, request_id, num_tokens)
+    warning = reserve_api(key, request_id, num_tokens)                # the key's owner's budgets too
     ... the turn or call runs; its ledger row (governance.ledger) releases the reservation.
+
+Employee budgets count the employee's chat replies and the calls of the API keys they own
+(ApiKey.owner), as their `source` says; a key without an owner counts against tenant budgets only.
 
 Spend in a period = the ledger's prompt + output tokens since the period began + the reservations of
 requests still running. A request is refused once spend has reached a budget; one that is let in
@@ -63,18 +66,25 @@ class BudgetStatus:
 
 
 # --- which budgets apply ------------------------------------------------------------------------------
-def budgets_for_chat(tenant_id: int, user_id: int) -> list[Budget]:
-    """The tenant's budgets counting this employee's chat: tenant-wide ones, and theirs (a one-employee
-    budget replaces the each-employee budget of the same period and source)."""
-    rows = list(Budget.objects.filter(tenant_id=tenant_id, source__in=(Budget.Source.ALL, Budget.Source.CHAT))
-                .filter(Q(scope=Budget.Scope.TENANT) | Q(scope=Budget.Scope.MEMBER) | Q(user_id=user_id)))
+def budgets_for(tenant_id: int, user_id: int | None, source: str) -> list[Budget]:
+    """The tenant's budgets counting a request of `source` (chat or api): tenant-wide ones, and, when
+    an employee `user_id` makes it, theirs (a one-employee budget replaces the each-employee budget
+    of the same period and source)."""
+    rows = Budget.objects.filter(tenant_id=tenant_id, source__in=(Budget.Source.ALL, source))
+    if user_id is None:
+        return list(rows.filter(scope=Budget.Scope.TENANT))
+    rows = list(rows.filter(Q(scope=Budget.Scope.TENANT) | Q(scope=Budget.Scope.MEMBER) | Q(user_id=user_id)))
     own = {(b.period, b.source) for b in rows if b.scope == Budget.Scope.USER}
     return [b for b in rows if not (b.scope == Budget.Scope.MEMBER and (b.period, b.source) in own)]
 
 
-def budgets_for_api(tenant_id: int) -> list[Budget]:
-    return list(Budget.objects.filter(tenant_id=tenant_id, scope=Budget.Scope.TENANT,
-                                      source__in=(Budget.Source.ALL, Budget.Source.API)))
+def budgets_for_chat(tenant_id: int, user_id: int) -> list[Budget]:
+    return budgets_for(tenant_id, user_id, Budget.Source.CHAT)
+
+
+def budgets_for_api(tenant_id: int, owner_id: int | None = None) -> list[Budget]:
+    """A key's calls: the tenant's API budgets, and its owner's when it has one."""
+    return budgets_for(tenant_id, owner_id, Budget.Source.API)
 
 
 # --- spend ------------------------------------------------------------------------------------------
@@ -115,8 +125,9 @@ def reserve_chat(user, tenant, request_id: str, num_tokens: int) -> BudgetStatus
 
 
 def reserve_api(key, request_id: str, num_tokens: int) -> BudgetStatus | None:
-    """As reserve_chat, for a /v1 call of `key` against its tenant's API budgets."""
-    return _reserve(budgets_for_api(key.tenant_id), key.tenant_id, None, UsageRecord.Source.API,
+    """As reserve_chat, for a /v1 call of `key` against its tenant's API budgets and, for a key with an
+    owner, the owner's."""
+    return _reserve(budgets_for_api(key.tenant_id, key.owner_id), key.tenant_id, key.owner_id, UsageRecord.Source.API,
                     request_id, num_tokens)
 
 

@@ -55,13 +55,16 @@ def record_chat_reply(reply, *, status: str, finish_reason: str, num_prompt_toke
 
 
 def record_api_call(usage, key) -> UsageRecord | None:
-    """The ledger row of a /v1 call, copied from its ApiUsage row (`usage`) and its key."""
-    tenant = key.tenant
+    """The ledger row of a /v1 call, copied from its ApiUsage row (`usage`) and its key; a key's owner
+    is the row's employee (their budgets count it)."""
+    tenant, owner = key.tenant, key.owner if key.owner_id else None
     return _append(
         usage.request_id,
         source=UsageRecord.Source.API,
         tenant_id=tenant.pk,
         tenant_slug=tenant.slug,
+        user_id=owner.pk if owner else None,
+        username=owner.get_username() if owner else "",
         api_key_id=key.pk,
         api_key_name=key.name,
         profile_name=usage.profile.name if usage.profile_id and usage.profile else "",

@@ -17,11 +17,15 @@ def _iso(value) -> str | None:
 
 
 def _message(m: Message) -> dict:
-    return {"id": m.pk, "role": m.role, "content": m.content, "status": m.status, "created_at": _iso(m.created_at),
-            "profile": m.profile.name if m.profile else None, "prompt_tokens": m.num_prompt_tokens,
-            "output_tokens": m.num_output_tokens,
+    # parent_id: the message this one follows (edits and regenerated replies are its siblings: chat.branches);
+    # feedback: the owner's thumbs on a reply (only a conversation's owner can rate its replies)
+    feedback = [{"rating": "up" if f.rating > 0 else "down", "comment": f.comment} for f in m.feedback.all()]
+    return {"id": m.pk, "parent_id": m.parent_id, "role": m.role, "content": m.content, "status": m.status,
+            "created_at": _iso(m.created_at), "profile": m.profile.name if m.profile else None,
+            "prompt_tokens": m.num_prompt_tokens, "output_tokens": m.num_output_tokens,
             "attachments": [{"name": a.name, "kind": a.kind, "size_bytes": a.size_bytes, "num_tokens": a.num_tokens,
-                             "text": a.text} for a in m.attachments.all()]}
+                             "text": a.text} for a in m.attachments.all()],
+            **({"feedback": feedback[0]} if feedback else {})}
 
 
 def _conversation(c: Conversation) -> dict:
@@ -34,7 +38,8 @@ def export_user(user, conversation_id: int | None = None) -> dict | None:
     """{"user", "exported_at", "conversations": [...]} of all the user's conversations, or of the one
     `conversation_id`; None when that one is not theirs (or does not exist)."""
     conversations = (Conversation.objects.filter(user=user).select_related("tenant")
-                     .prefetch_related("messages__profile", "messages__attachments").order_by("created_at", "id"))
+                     .prefetch_related("messages__profile", "messages__feedback", "messages__attachments")
+                     .order_by("created_at", "id"))
     if conversation_id is not None:
         conversations = conversations.filter(pk=conversation_id)
         if not conversations.exists():

@@ -47,6 +47,7 @@ Environment:
   PAGODA_SSL_REDIRECT / PAGODA_HSTS_SECONDS / PAGODA_HSTS_INCLUDE_SUBDOMAINS / PAGODA_HSTS_PRELOAD
                     with the above: default true / one year / true / false
   PAGODA_VAR_DIR    where the generated secret key and the SQLite file live (default var/ in the repository)
+  PAGODA_INVITATION_DAYS  how long a tenant admin's invitation link stays valid (default 7)
 Single sign-on (platform/sso; docs/ADMIN.md, "Single sign-on"):
   PAGODA_PASSWORD_LOGIN  false: local passwords no longer log anyone in (the superuser's neither); needs
                     OpenID Connect or LDAP below (default true)
@@ -135,6 +136,7 @@ INSTALLED_APPS = [
     "mozilla_django_oidc",
     "sso",  # single sign-on: OpenID Connect, LDAP / Active Directory, group -> tenant mappings
     "governance",  # budgets, the usage ledger, retention, employees' export and erasure
+    "people",  # tenant admins' people page: invitations, SSO pre-provisioning, roles, offboarding
 ]
 
 MIDDLEWARE = [
@@ -209,6 +211,8 @@ globals().update(sso_env.ldap_settings(os.environ))
 AUTHENTICATION_BACKENDS = sso_env.authentication_backends(
     oidc=PAGODA_OIDC_ENABLED, ldap=PAGODA_LDAP_ENABLED, password_login=PAGODA_PASSWORD_LOGIN)  # noqa: F821
 PAGODA_OIDC_BUTTON_LABEL = globals().get("PAGODA_OIDC_BUTTON_LABEL", "single sign-on")
+# An invitation link (people app) is valid this many days.
+PAGODA_INVITATION_DAYS = env.positive_int(os.environ.get("PAGODA_INVITATION_DAYS"), 7, "PAGODA_INVITATION_DAYS")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

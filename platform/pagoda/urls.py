@@ -34,6 +34,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("sso/", include("sso.urls")),  # OpenID Connect login and callback
     path("", include("governance.urls")),  # /console/<slug>/budgets/ and usage.csv, /chat/export.json
+    path("", include("people.urls")),  # /console/<slug>/people/, /accounts/invitation/<token>/
     path("console/", include("console.urls")),
     path("", include("chat.urls")),  # /chat/ (the socket is chat.routing's /ws/chat/<id>/)
     path("i18n/", include("django.conf.urls.i18n")),  # set_language: the language switch

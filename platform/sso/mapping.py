@@ -6,7 +6,8 @@ For each tenant that any mapping of the source names, the user's membership beco
 map to now: added, its role changed, or removed when no group maps to it any more. Changes go through
 tenants.services (add_member / remove_member), so they are audited and a removal closes the user's
 open chat sockets on that tenant (chat.signals). One "sso.login" audit entry records the groups seen
-and what changed.
+and what changed. Then the tenant admins' open invitations naming the user's e-mail or username are
+taken up (people.services.claim_reserved): pre-provisioned memberships.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
+from people.services import claim_reserved
 from sso.models import GroupMapping, Source
 from tenants import audit, services
 from tenants.models import Membership
@@ -45,8 +47,9 @@ def wanted_roles(source: str, groups) -> tuple[dict[int, str], set[int]]:
 
 
 @transaction.atomic
-def apply_group_mappings(user, source: str, groups) -> MappingResult:
-    """Make `user`'s memberships of the tenants `source` manages match `groups`; audit the login."""
+def apply_group_mappings(user, source: str, groups, *, email_verified: bool = True) -> MappingResult:
+    """Make `user`'s memberships of the tenants `source` manages match `groups`, take up the
+    invitations naming them (by e-mail only when `email_verified`); audit the login."""
     if source not in Source.values:
         raise ValueError(f"unknown single sign-on source {source!r}")
     groups = sorted({str(g) for g in groups})
@@ -65,6 +68,8 @@ def apply_group_mappings(user, source: str, groups) -> MappingResult:
         if (membership is None or membership.role != role) and mapping.tenant.slug not in result.granted:
             services.add_member(mapping.tenant, user, role=role)
             result.granted[mapping.tenant.slug] = role
+    for membership in claim_reserved(user, by_email=email_verified):
+        result.granted.setdefault(membership.tenant.slug, membership.role)
     audit.record("sso.login", actor=user, instance=user, after={
         "source": source, "groups": groups, "granted": result.granted, "withdrawn": sorted(result.withdrawn)})
     return result

@@ -60,6 +60,12 @@ def group_names(claims: dict, claim: str) -> list[str]:
     return [str(v) for v in value]
 
 
+def email_verified(claims: dict) -> bool:
+    """False only when the provider says the e-mail is unverified (`email_verified` false, or "false"
+    as some send it); providers that never send the claim (Entra ID) vouch for their addresses."""
+    return str(claims.get("email_verified", True)).strip().lower() != "false"
+
+
 class OidcBackend(OIDCAuthenticationBackend):
     """mozilla-django-oidc's backend, with the checks above and users keyed by (issuer, subject)."""
 
@@ -111,7 +117,8 @@ class OidcBackend(OIDCAuthenticationBackend):
             self.update_user(user, claims)
             identity.last_login_at = timezone.now()
             identity.save(update_fields=["last_login_at"])
-            apply_group_mappings(user, Source.OIDC, group_names(claims, settings.PAGODA_OIDC_GROUPS_CLAIM))
+            apply_group_mappings(user, Source.OIDC, group_names(claims, settings.PAGODA_OIDC_GROUPS_CLAIM),
+                                 email_verified=email_verified(claims))
         return user
 
     def authenticate(self, request, **kwargs):

@@ -101,10 +101,15 @@ def sync_tenant(tenant_id: int, engine: Any = None, *, only_if_changed: bool = F
 
 
 def sync_key(tenant_id: int, pin_key: str, engine: Any = None, *, only_if_changed: bool = False) -> None:
-    """sync_tenant, or unpin `pin_key` when the tenant no longer exists (it was deleted)."""
+    """sync_tenant, and unpin `pin_key` when it is no longer the tenant's: the tenant was deleted, or
+    renamed (its prompt is pinned under the new key by sync_tenant)."""
     try:
         sync_tenant(tenant_id, engine, only_if_changed=only_if_changed)
     except Tenant.DoesNotExist:
+        unpin_key(pin_key, engine)
+        return
+    current = Tenant.objects.filter(pk=tenant_id).first()
+    if current is not None and current.pin_key != pin_key:
         unpin_key(pin_key, engine)
 
 

@@ -21,6 +21,7 @@ from api import services as api_services
 from engine_runtime import runtime
 from inference import StreamDelta
 from inference.errors import PromptTooLongError
+from inference.logprobs import TokenLogprobs
 from tenants import services
 from tenants.models import SamplingProfile
 
@@ -111,10 +112,23 @@ class FakeEngine:
                 if params.logprobs is not None:
                     logprobs = [{token: -0.25, **{ord("a") + k: -1.0 - k for k in range(params.logprobs)}}]
                 yield StreamDelta(request_id, self.reply[i], [token], finished, reason, len(prompt_token_ids),
-                                  self.num_cached_tokens, i + 1, logprobs=logprobs)
+                                  self.num_cached_tokens, i + 1, logprobs=logprobs,
+                                  prompt_logprobs=fake_prompt_logprobs(prompt_token_ids, params) if i == 0 else None)
         finally:
             if not finished:
                 self.aborted.append(request_id)
+
+
+def fake_prompt_logprobs(prompt_token_ids: list[int], params) -> list | None:
+    """With params.prompt_logprobs: token i scores -i / 10 at rank i (token 0 has none), with "a", "b", ...
+    as the k likeliest."""
+    if params.prompt_logprobs is None:
+        return None
+    entries = [None]
+    for i, token in enumerate(prompt_token_ids[1:], start=1):
+        alternatives = {ord("a") + k: -0.01 * (k + 1) for k in range(params.prompt_logprobs)}
+        entries.append(TokenLogprobs({token: -i / 10, **alternatives}, rank=i))
+    return entries
 
 
 @pytest.fixture

@@ -216,3 +216,16 @@ def test_tokenize_counts_what_a_completion_is_charged(api, key, fake_engine):
     error = api.post("tokenize", {"prompt": "a", "messages": CHAT["messages"]}, key)
     assert error.status_code == 400
     assert api.post("tokenize", {"model": "nope", "prompt": "a"}, key).status_code == 404
+
+
+def test_vllm_extra_sampling_fields_reach_the_engine(api, key, fake_engine):
+    extras = {"stop_token_ids": [7, 9], "include_stop_str_in_output": True, "skip_special_tokens": False,
+              "bad_words": ["darn"], "allowed_token_ids": [72, 101, 108]}
+    for path, body in (("chat/completions", CHAT), ("completions", {"model": "terse", "prompt": "Hi"})):
+        assert api.post(path, {**body, **extras}, key).status_code == 200
+        params = fake_engine.requests[-1]["params"]
+        assert {name: getattr(params, name) for name in extras} == extras
+    for field, value in (("bad_words", [""]), ("stop_token_ids", [-1]), ("allowed_token_ids", []),
+                         ("include_stop_str_in_output", "yes")):
+        error = api.post("chat/completions", {**CHAT, field: value}, key).json()["error"]
+        assert error["param"] == field, error

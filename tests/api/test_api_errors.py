@@ -83,10 +83,10 @@ def test_last_used_at_is_recorded(api, tenant, make_key, fake_engine):
     ("model", "terse\u0000", "model"),  # PostgreSQL cannot compare it: a 400, not a 503
     ("top_logprobs", 30, "top_logprobs"),
     ("tools", [{"type": "function", "function": {"name": "f"}}], "tools"),
-    ("response_format", {"type": "json_object"}, "response_format"),
+    ("response_format", {"type": "xml"}, "response_format.type"),
     ("logit_bias", {"42": 101}, "logit_bias"),
     ("logit_bias", {"abc": 1}, "logit_bias"),
-    ("prompt_logprobs", 1, "prompt_logprobs"),
+    ("prompt_logprobs", 21, "prompt_logprobs"),
     ("messages", [], "messages"),
     ("messages", [{"role": "robot", "content": "Hi"}], "messages[0].role"),
     ("messages", [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}], "messages[0].content[0]"),
@@ -112,12 +112,12 @@ def test_non_finite_numbers_are_400(api, key, fake_engine, raw):
 
 
 @pytest.mark.parametrize("field, value, param", [
-    ("echo", True, "echo"),  # with logprobs (below): no prompt log-probabilities
+    ("max_tokens", 0, "max_tokens"),  # only with echo (a scoring call)
     ("best_of", 3, "best_of"), ("suffix", "x", "suffix"), ("prompt", ["a", "b"], "prompt"), ("prompt", "", "prompt"),
-    ("prompt", [True, False], "prompt"), ("prompt_logprobs", 0, "prompt_logprobs"), ("n", "2", "n"),
+    ("prompt", [True, False], "prompt"), ("prompt_logprobs", -1, "prompt_logprobs"), ("n", "2", "n"),
 ])
 def test_invalid_completion_field_is_400(api, key, fake_engine, field, value, param):
-    body = {"model": "terse", "prompt": "Hi", field: value, **({"logprobs": 1} if field == "echo" else {})}
+    body = {"model": "terse", "prompt": "Hi", field: value}
     error = _error(api.post("completions", body, key), 400)
     assert error["param"] == param, error
     assert not fake_engine.requests

@@ -3,7 +3,6 @@ what only the real server can show (header limits, the WebSocket handshake, the 
 and what the real clients see (n choices, logit_bias, /tokenize)."""
 import asyncio
 import time
-from pathlib import Path
 
 import httpx
 import openai
@@ -156,3 +155,25 @@ def test_content_as_text_parts_and_echo(live, client):
     echoed = client.completions.create(model="terse", prompt="Once upon", max_tokens=2, echo=True)
     plain = client.completions.create(model="terse", prompt="Once upon", max_tokens=2)
     assert echoed.choices[0].text == "Once upon" + plain.choices[0].text
+
+
+def test_echo_with_logprobs_scores_the_prompt_as_transformers_does(live, auth, client, tiny_llama_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    # OpenAI's scoring call, as lm-eval-harness makes it: echo, logprobs, nothing generated.
+    text = "Once upon a time, a small dragon"
+    scored = client.completions.create(model="terse", prompt=text, max_tokens=0, echo=True, logprobs=2)
+    choice = scored.choices[0]
+    assert choice.text == text
+    ids = httpx.post(f"{live.url}/tokenize", headers=auth, json={"model": "terse", "prompt": text},
+                     timeout=30).json()["tokens"]  # acme's system turn, then the text
+    num_shown = len(choice.logprobs.tokens)
+    assert scored.usage.prompt_tokens == len(ids) > num_shown and scored.usage.prompt_tokens_details.cached_tokens == 0
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_path, dtype=torch.float32)
+    with torch.no_grad():
+        logp = model(torch.tensor([ids])).logits[0].float().log_softmax(dim=-1)
+    # Token j is scored by the logits at j - 1; the text's first token follows the system turn.
+    expected = [float(logp[j - 1, ids[j]]) for j in range(len(ids) - num_shown, len(ids))]
+    assert choice.logprobs.token_logprobs == pytest.approx(expected, abs=1e-4)
+    assert all(1 <= len(top) <= 2 for top in choice.logprobs.top_logprobs)  # two tokens may share a text

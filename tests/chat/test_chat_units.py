@@ -8,7 +8,8 @@ from chat import protocol
 from chat.errors import ChatError, to_chat_error
 from chat.prompting import build_prompt_ids
 from chat.replies import ReplyStream
-from chat.selectors import prompt_turns, visible_thread
+from chat.branches import Tree
+from chat.selectors import prompt_turns
 from engine_runtime import EngineUnavailable
 from inference.errors import EngineDeadError, PromptTooLongError, QueueFullError
 
@@ -101,18 +102,33 @@ def test_a_last_turn_that_does_not_fit_is_an_error():
 
 
 # --- the thread ---------------------------------------------------------------------------------------
-def _message(pk, role, content="x", status="complete"):
+def _message(pk, role, content="x", status="complete", parent_id=None):
     no_files = SimpleNamespace(all=lambda: [])  # as a message's attachments manager with none attached
-    return SimpleNamespace(pk=pk, role=role, content=content, status=status, attachments=no_files)
+    return SimpleNamespace(pk=pk, role=role, content=content, status=status, parent_id=parent_id,
+                           attachments=no_files)
+
+
+def _rows():
+    return [_message(1, "user", "q1"), _message(2, "assistant", "a1", parent_id=1),
+            _message(3, "assistant", "a1 again", parent_id=1), _message(4, "user", "q2", parent_id=3),
+            _message(5, "assistant", "", status="error", parent_id=4), _message(6, "user", "q3", parent_id=5)]
 
 
 def test_only_the_newest_regenerated_reply_is_shown_and_prompted():
-    rows = [_message(1, "user", "q1"), _message(2, "assistant", "a1"), _message(3, "assistant", "a1 again"),
-            _message(4, "user", "q2"), _message(5, "assistant", "", status="error"), _message(6, "user", "q3")]
-    thread = visible_thread(rows)
+    thread = Tree(_rows()).current()
     assert [m.pk for m in thread] == [1, 3, 4, 5, 6]
     assert prompt_turns(thread) == [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1 again"},
                                     {"role": "user", "content": "q2"}, {"role": "user", "content": "q3"}]
+
+
+def test_an_edit_forks_and_the_older_branch_stays_reachable():
+    rows = [*_rows(), _message(7, "user", "q2, edited", parent_id=3), _message(8, "assistant", "a2'", parent_id=7),
+            _message(9, "user", "first, edited"), _message(10, "system", "not a turn", parent_id=9)]
+    tree = Tree(rows[:-2])
+    assert [m.pk for m in tree.current()] == [1, 3, 7, 8]
+    assert [m.pk for m in tree.path_to(tree.by_id[6])] == [1, 3, 4, 5, 6]  # the old branch, whole
+    tree = Tree(rows)  # an edit of the first message is a first message too; system rows are no turns
+    assert [m.pk for m in tree.current()] == [9] and 10 not in tree.by_id
 
 
 def test_reply_stream_status():

@@ -142,7 +142,8 @@ def test_regenerated_replies_are_on_the_page_hidden_newest_shown(client_of, memb
     assert old < new  # in order: the page pages through them
     old_article = html[html.rindex("<article", 0, old):old]
     new_article = html[html.rindex("<article", 0, new):new]
-    assert 'hidden data-earlier-version="true"' in old_article and "hidden" not in new_article
+    assert ' hidden ' in old_article and "hidden" not in new_article
+    assert 'data-parent="' + old_article.split('data-parent="')[1].split('"')[0] + '"' in new_article  # siblings
     from chat import selectors
     turns = selectors.prompt_turns(selectors.thread(conversation))
     assert [t["content"] for t in turns] == ["Question", "New answer"]  # the prompt sees only the newest

@@ -43,7 +43,7 @@ class RecordingRunner:
                 self.slots_read += 1
             for pos in range(s.start, s.start + s.num_new_tokens):
                 self.kv[(seq.block_table[pos // BLOCK], pos % BLOCK)] = (seq.tenant, tokens[:pos + 1])
-            results.append((self.rng.randrange(100, 200), None) if s.sample else None)
+            results.append((self.rng.randrange(100, 200), None, None) if s.sample else None)
         return results
 
 

@@ -62,6 +62,22 @@ def test_chat_options_reach_the_template(tiny):
         tiny.chat(conversation, params, continue_final_message=True)  # with add_generation_prompt
 
 
+def test_a_chat_batch_script_runs_as_written_for_vllm(tiny):
+    conversations = [
+        [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Name a colour."}],
+        [{"role": "user", "content": "Count to three."}, {"role": "assistant", "content": "One, two,"}],
+    ]
+    params = [SamplingParams(max_tokens=4, **GREEDY), SamplingParams(max_tokens=6, **GREEDY)]
+    outputs = tiny.chat(conversations[:1], params[:1], use_tqdm=True, chat_template_kwargs={"enable_thinking": False})
+    outputs += tiny.chat(conversations[1:], params[1:], add_generation_prompt=False, continue_final_message=True)
+    for output, conversation, p in zip(outputs, conversations, params):
+        assert len(output.outputs[0].token_ids) == p.max_tokens
+        assert output.metrics.num_generation_tokens == p.max_tokens
+    assert outputs[1].prompt.endswith("One, two,")
+    both = tiny.chat(conversations[:1] * 2, params[0])  # one SamplingParams for the whole batch
+    assert ids_of(both) == ids_of(outputs[:1]) * 2
+
+
 # --- SamplingParams: token rules ---
 def test_logit_bias_and_allowed_token_ids_steer_sampling(tiny):
     biased = tiny.generate(["Once"], SamplingParams(max_tokens=6, logit_bias={777: 100}, **GREEDY))[0]
@@ -126,8 +142,9 @@ def test_unsupported_constructor_options_are_value_errors(tiny_llama_path, kwarg
     assert not isinstance(refused.value, TypeError) and str(refused.value)
 
 
-@pytest.mark.parametrize("dtype", ["half", torch.float16, "float", torch.float32])
-def test_dtype_takes_vllm_names_and_torch_dtypes(tiny_llama_path, dtype):
+@pytest.mark.parametrize("dtype, name", [("half", "float16"), (torch.float16, "float16"), ("float", "float32"),
+                                         (torch.float32, "float32"), (torch.bfloat16, "bfloat16")])
+def test_dtype_takes_vllm_names_and_torch_dtypes(tiny_llama_path, dtype, name):
     llm = LLM(model=str(tiny_llama_path), progress=False, device="cpu", dtype=dtype, num_kv_blocks=8,
               tokenizer=str(tiny_llama_path), trust_remote_code=False, kv_cache_dtype="auto")
-    assert llm.engine.config.dtype == ("float16" if "16" in str(dtype) or dtype == "half" else "float32")
+    assert llm.engine.config.dtype == name

@@ -74,8 +74,8 @@ def test_budget_settings_are_validated_and_audited(tenant, other_tenant, make_me
     outsider = make_member(other_tenant, "eve")
     with pytest.raises(ValidationError):
         services.set_budget(tenant, scope=Budget.Scope.USER, user=outsider, period="day", max_tokens=5)
-    with pytest.raises(ValidationError):
-        services.set_budget(tenant, scope=Budget.Scope.MEMBER, period="day", source="api", max_tokens=5)
+    with pytest.raises(ValidationError):  # a one-employee budget names its employee
+        services.set_budget(tenant, scope=Budget.Scope.USER, user=None, period="day", source="api", max_tokens=5)
     budget = services.set_budget(tenant, scope=Budget.Scope.USER, user=bob, period="day", source="chat", max_tokens=5)
     services.set_budget(tenant, scope=Budget.Scope.USER, user=bob, period="day", source="chat", max_tokens=7)
     assert Budget.objects.get(pk=budget.pk).max_tokens == 7 and Budget.objects.count() == 1

@@ -164,3 +164,32 @@ def test_an_api_burst_never_overspends_the_tenants_api_budget_by_more_than_one_c
     largest = max(r["tokens"] for r in rows)
     assert spent == sum(b["usage"]["total_tokens"] for b in ok)
     assert budget <= spent <= budget + largest, (spent, largest)
+
+
+def test_an_api_burst_on_an_employees_key_never_overspends_their_budget_by_more_than_one_call(server):
+    user = _user(server, 1)
+    plaintext = manage(server, "create_api_key", "acme", "personal", "--owner", user["username"]).strip()
+    server.keys["acme-personal"] = {"plaintext": plaintext}
+    budget = 200
+    manage(server, "set_budget", "--tenant", "acme", "--period", "day", "--source", "api", "--user",
+           user["username"], "--tokens", str(budget))
+
+    async def burst():
+        async with api_client.client(NUM_BURST) as http:
+            return await asyncio.gather(*(
+                api_client.post(http, server, "chat/completions",
+                                {"model": "quick", "messages": CHAT, "max_tokens": 6}, "acme-personal")
+                for _ in range(NUM_BURST)))
+
+    answers = asyncio.run(burst())
+    ok = [body for status, body, _, _ in answers if status == 200]
+    refused = [body for status, body, _, _ in answers if status == 429]
+    assert len(ok) + len(refused) == NUM_BURST, answers
+    assert ok and refused
+    assert {b["error"]["code"] for b in refused} == {"insufficient_quota"}
+    assert all("Your daily API budget" in b["error"]["message"] for b in refused)
+    rows = ledger_rows(server, "username = %s AND source = %s", (user["username"], "api"))
+    assert len(rows) == NUM_BURST  # the calls of the owned key are the owner's, the refused ones too
+    spent, largest = sum(r["tokens"] for r in rows), max(r["tokens"] for r in rows)
+    assert spent == sum(b["usage"]["total_tokens"] for b in ok)
+    assert budget <= spent <= budget + largest, (spent, largest)

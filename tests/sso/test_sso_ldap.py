@@ -146,3 +146,15 @@ def test_mapping_changes_in_the_admin_are_audited(admin_client, tenants):
     admin_client.post(f"/admin/sso/groupmapping/{mapping.pk}/delete/", {"post": "yes"})
     assert not GroupMapping.objects.exists()
     assert AuditLog.objects.get(action="sso_mapping.delete").before["role"] == "admin"
+
+
+def test_an_invitation_by_email_applies_at_the_first_directory_login(directory, tenants):
+    from people import services as people
+
+    people.invite(tenants["acme"], email="ALICE@example.test", role=Membership.Role.ADMIN)
+    assert login("alice", "alice-pw").ok
+    alice = get_user_model().objects.get(username="alice")
+    assert roles(alice) == {"acme": "admin"}  # pre-provisioned: no mapping names acme here
+    entry = AuditLog.objects.get(action="invitation.accept")
+    assert entry.actor == alice and entry.after["how"] == "single sign-on"
+    assert AuditLog.objects.filter(action="sso.login").latest("id").after["granted"] == {"acme": "admin"}

@@ -10,7 +10,9 @@ class Budget(models.Model):
 
     scope tenant: the whole tenant together (chat, API or both, `source`); scope member: each employee
     of the tenant on their own; scope user: one employee, in place of the member budget of the same
-    period and source. Employee budgets count chat replies (API keys belong to the tenant, not to a person).
+    period and source. Employee budgets count the employee's chat replies and the calls of the API keys
+    they own (api.ApiKey.owner), as `source` says; calls of keys without an owner count only against
+    tenant budgets.
     """
 
     class Scope(models.TextChoices):
@@ -52,8 +54,6 @@ class Budget(models.Model):
     def clean(self) -> None:
         if (self.scope == self.Scope.USER) != (self.user_id is not None):
             raise ValidationError({"user": "Pick the employee for a one-employee budget, and only then."})
-        if self.scope != self.Scope.TENANT and self.source == self.Source.API:
-            raise ValidationError({"source": "Employee budgets count chat; API keys belong to the whole tenant."})
 
 
 class BudgetReservation(models.Model):

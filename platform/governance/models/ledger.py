@@ -21,7 +21,7 @@ class UsageRecord(models.Model):
     source = models.CharField(max_length=8, choices=Source.choices)
     tenant_id = models.BigIntegerField()
     tenant_slug = models.CharField(max_length=50)
-    user_id = models.BigIntegerField(null=True, blank=True, help_text="The employee (chat replies).")
+    user_id = models.BigIntegerField(null=True, blank=True, help_text="The employee (chat replies; API calls of a key they own).")
     username = models.CharField(max_length=150, blank=True)
     api_key_id = models.BigIntegerField(null=True, blank=True, help_text="The key (API calls).")
     api_key_name = models.CharField(max_length=100, blank=True)

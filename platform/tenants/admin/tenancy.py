@@ -35,14 +35,16 @@ class TenantAdmin(TenantScopedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         fields = ["created_at"]
-        if obj is not None:
-            fields.append("slug")  # the slug names the tenant in URLs and in the engine's cache: fixed
+        if obj is not None and not request.user.is_superuser:
+            fields.append("slug")  # renaming moves URLs and engine keys for everyone: superusers only
         if not request.user.is_superuser:
             fields.append("is_active")
         return fields
 
     def save_model(self, request, obj, form, change):
         if change:
+            if "slug" in form.changed_data:  # validated by the form (a slug, not taken)
+                services.rename_tenant(obj, obj.slug, actor=request.user)
             services.update_tenant(obj, actor=request.user, name=obj.name, is_active=obj.is_active)
         else:
             adopt(obj, services.create_tenant(name=obj.name, slug=obj.slug, is_active=obj.is_active, actor=request.user))

@@ -6,8 +6,8 @@ from django.db import models
 class Tenant(models.Model):
     """A company unit with its own members, system prompt, sampling profiles, keys and usage.
 
-    `slug` is fixed at creation: it names the tenant in URLs, in the engine's pin key and as the
-    engine's prefix-cache isolation key (see `engine_key`).
+    `slug` names the tenant in URLs, in the engine's pin key and as the engine's prefix-cache isolation
+    key (see `engine_key`); it changes only through tenants.services.rename_tenant, which moves those.
     """
 
     name = models.CharField(max_length=200)

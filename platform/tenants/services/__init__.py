@@ -17,7 +17,14 @@ from tenants.services.prompts import (
     rollback_system_prompt,
     validate_system_prompt_text,
 )
-from tenants.services.tenancy import add_member, create_tenant, delete_tenant, remove_member, update_tenant
+from tenants.services.tenancy import (
+    add_member,
+    create_tenant,
+    delete_tenant,
+    remove_member,
+    rename_tenant,
+    update_tenant,
+)
 
 __all__ = [
     "PRESETS",
@@ -30,6 +37,7 @@ __all__ = [
     "delete_tenant",
     "delete_profile",
     "remove_member",
+    "rename_tenant",
     "rollback_system_prompt",
     "save_profile",
     "set_default_profile",

@@ -1,3 +1,4 @@
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from tenants import audit, pin_events
@@ -21,7 +22,8 @@ def create_tenant(*, name: str, slug: str, actor=None, is_active: bool = True) -
 
 @transaction.atomic
 def update_tenant(tenant: Tenant, *, actor=None, name: str | None = None, is_active: bool | None = None) -> Tenant:
-    """Rename or (de)activate a tenant. The slug never changes. Deactivating unpins its prompt."""
+    """Rename or (de)activate a tenant (its slug changes only through rename_tenant). Deactivating
+    unpins its prompt."""
     before = audit.snapshot(Tenant.objects.get(pk=tenant.pk))
     if name is not None:
         tenant.name = name
@@ -34,6 +36,30 @@ def update_tenant(tenant: Tenant, *, actor=None, name: str | None = None, is_act
         audit.record("tenant.update", actor=actor, instance=tenant, before=before, after=after)
     if before["is_active"] != tenant.is_active:
         transaction.on_commit(lambda: pin_events.tenant_changed(tenant.pk, tenant.pin_key))
+    return tenant
+
+
+def rename_tenant(tenant: Tenant, new_slug: str, *, actor=None) -> Tenant:
+    """Change a tenant's slug (a typo at creation): audited as tenant.rename.
+
+    Everything that finds the tenant by its slug follows at once: console URLs (the old ones answer
+    404), the engine's pin key and prefix-cache key (the prompt is re-pinned under the new key and
+    the old pin dropped, on every replica), the models' `owned_by`. What is keyed by the tenant's id
+    does not move (memberships, conversations, keys, budgets, chat-socket groups, the audit log). The
+    ledger keeps the slug each row was written under. Raises ValidationError on a bad or taken slug.
+    """
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        old_slug, old_pin_key = tenant.slug, tenant.pin_key
+        if new_slug == old_slug:
+            raise ValidationError({"slug": f"The tenant is already called {old_slug!r}."})
+        tenant.slug = new_slug
+        tenant.full_clean()
+        tenant.save(update_fields=["slug"])
+        audit.record("tenant.rename", actor=actor, instance=tenant, before={"slug": old_slug},
+                     after={"slug": new_slug})
+        # the old key is announced: each replica re-pins the tenant under its new key and drops the old
+        transaction.on_commit(lambda: pin_events.tenant_changed(tenant.pk, old_pin_key))
     return tenant
 
 

@@ -103,26 +103,40 @@
   }
 
   // --- a turn -----------------------------------------------------------------------------------------
-  function beginTurn(userText, sentFiles) {
+  // The id of the message shown last (the new turn goes on after it), or undefined before any.
+  function shownId(selector) {
+    const article = view.lastOf(selector + ":not([hidden])");
+    return article && /^\d+$/.test(article.dataset.id || "") ? Number(article.dataset.id) : undefined;
+  }
+
+  // userParent: the id the new user message follows (an edit: the edited message's parent; "" for none);
+  // by default the message shown last. A regenerated reply (userText null) follows the last user message.
+  function beginTurn(userText, userParent, sentFiles) {
     showNotice("");
     const continues = Array.from(thread.querySelectorAll(".continue")); // only the newest reply continues
     continues.forEach((button) => { button.hidden = true; });
     const replaced = userText === null ? lastReplyAfterLastUser() : null;
     let user = null;
+    const tip = shownId(".msg");
+    const answered = shownId(".msg-user");
     if (userText !== null) {
       user = view.messageElement("user");
       user.querySelector(".msg-body").textContent = userText;
+      user.dataset.id = "new"; // named by the start frame
+      user.dataset.parent = userParent !== undefined ? userParent : (tip || "");
       window.PagodaAttachments.renderChips(user, sentFiles);
     }
     if (replaced) replaced.hidden = true; // shown again if the server refuses the regenerate
     const reply = view.messageElement("assistant");
+    reply.dataset.parent = user ? "new" : (answered || "");
     reply.classList.add("streaming");
     reply.dataset.status = "pending";
     const body = reply.querySelector(".msg-body");
     body.innerHTML = '<span class="typing" aria-label=""><i></i><i></i><i></i></span>';
     body.firstChild.setAttribute("aria-label", T.generating);
     turn = { reply: reply, body: body, raw: "", user: user, replaced: replaced, userText: userText, started: false,
-             continues: continues, files: sentFiles || [] };
+             continues: continues, edit: userParent !== undefined, files: sentFiles || [] };
+    view.refreshVersions(); // the new turn's branch is the one shown
     scrollToBottom();
     updateControls();
   }
@@ -151,10 +165,11 @@
     if (turn.user) turn.user.remove();
     if (turn.replaced) turn.replaced.hidden = false;
     turn.continues.forEach((button) => { button.hidden = false; });
-    if (turn.userText !== null && !input.value) { input.value = turn.userText; autosize(); }
+    if (turn.userText !== null && !turn.edit && !input.value) { input.value = turn.userText; autosize(); }
     if (turn.files.length) files.restore(turn.files); // still drafts: the server saved nothing
     view.refreshEmptyHint();
     turn = null;
+    view.refreshVersions();
     updateControls();
   }
 
@@ -178,7 +193,10 @@
         if (!turn) return;
         turn.started = true;
         turn.reply.dataset.id = frame.message_id;
-        if (turn.user && frame.user_message_id) turn.user.dataset.id = frame.user_message_id;
+        if (turn.user && frame.user_message_id) {
+          turn.user.dataset.id = frame.user_message_id;
+          turn.reply.dataset.parent = frame.user_message_id;
+        }
         if (frame.title) {
           title.textContent = frame.title;
           document.title = frame.title + " · Pagoda";
@@ -259,10 +277,11 @@
     const text = input.value;
     if ((!text.trim() && !files.ids().length) || files.busy() || turn || following.busy()) return;
     if (text.length > config.maxChars) { showNotice(limitText(T.too_long, text.length)); return; }
-    if (!send({ type: "user_message", content: text, profile: profile(), attachments: files.ids() })) return;
+    if (!send({ type: "user_message", content: text, profile: profile(), parent_id: shownId(".msg"),
+                attachments: files.ids() })) return;
     input.value = "";
     autosize();
-    beginTurn(text, files.take());
+    beginTurn(text, undefined, files.take());
   });
 
   input.addEventListener("keydown", (event) => {
@@ -287,14 +306,27 @@
   // "Continue" under a reply cut by the token limit asks the model for the rest, as a new turn.
   thread.addEventListener("click", (event) => {
     if (!event.target.closest(".continue") || turn) return;
-    if (send({ type: "user_message", content: T.continue_prompt, profile: profile() })) beginTurn(T.continue_prompt);
+    if (send({ type: "user_message", content: T.continue_prompt, profile: profile(), parent_id: shownId(".msg") })) {
+      beginTurn(T.continue_prompt);
+    }
+  });
+
+  // edit.js: a sent message, edited, goes again as a new branch beside it (the old one stays, ‹ i / n ›).
+  thread.addEventListener("pagoda:edit", (event) => {
+    const article = event.detail.article;
+    const text = event.detail.text;
+    if (turn) { showNotice(T.error_busy); return; }
+    if (text.length > config.maxChars) { showNotice(limitText(T.too_long, text.length)); return; }
+    if (send({ type: "edit", message_id: Number(article.dataset.id), content: text, profile: profile() })) {
+      beginTurn(text, article.dataset.parent || "");
+    }
   });
 
   stopButton.addEventListener("click", () => { send({ type: "stop" }); });
 
   regenerateButton.addEventListener("click", () => {
     if (turn || !view.lastOf(".msg-user")) return;
-    if (send({ type: "regenerate", profile: profile() })) beginTurn(null);
+    if (send({ type: "regenerate", profile: profile(), message_id: shownId(".msg-user") })) beginTurn(null);
   });
 
   // Leaving the page closes the socket, and the server stops the reply (and saves what it had).

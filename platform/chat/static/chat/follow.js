@@ -28,24 +28,28 @@
       return reply;
     }
 
+    // Placed in the conversation's tree (branches.js) by data-parent, as the server saved them.
     function start(frame) {
+      const parent = frame.parent_id === null || frame.parent_id === undefined ? "" : String(frame.parent_id);
+      let replyParent = parent; // a regenerated reply answers that user message again
       if (frame.user_content !== null && frame.user_content !== undefined) {
         const user = view.messageElement("user");
         user.dataset.id = frame.user_message_id;
+        user.dataset.parent = parent;
         user.querySelector(".msg-body").textContent = frame.user_content;
         window.PagodaAttachments.renderChips(user, frame.attachments);
-      } else {
-        const tail = view.lastOf(".msg:not([hidden])"); // a regenerate: the reply it replaces steps aside
-        if (tail && tail.classList.contains("msg-assistant")) { tail.hidden = true; tail.dataset.earlierVersion = "true"; }
+        replyParent = String(frame.user_message_id);
       }
       thread.querySelectorAll(".continue").forEach((button) => button.remove());
       const article = view.messageElement("assistant");
       article.dataset.id = frame.message_id;
+      article.dataset.parent = replyParent;
       article.dataset.status = "pending";
       article.classList.add("streaming", "followed");
       reply = { article: article, body: article.querySelector(".msg-body"), raw: "", late: false };
       reply.body.textContent = options.strings.other_tab;
       if (frame.title) view.updateSidebar(frame.title);
+      view.refreshVersions(); // the newest branch, this one, is shown
       options.scrollToBottom();
     }
 

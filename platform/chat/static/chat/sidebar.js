@@ -107,7 +107,7 @@
       if (event.key === "Escape") { box.value = ""; run(); }
     });
     document.addEventListener("keydown", (event) => {
-      if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "k") {
+      if ((event.ctrlKey || event.metaKey) && (event.code === "KeyK" || event.key.toLowerCase() === "k")) { // code: IME on
         event.preventDefault();
         document.body.classList.add("sidebar-open"); // on a phone the box is in the drawer
         box.focus();

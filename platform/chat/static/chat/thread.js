@@ -146,39 +146,9 @@
       return article;
     }
 
-    // Replies regenerated after one user message stand side by side in the DOM, all but one hidden:
-    // each gets "‹ i / n ›" to page through them (the newest is the one the next prompt builds on).
-    function refreshVersions() {
-      thread.querySelectorAll(".versions").forEach((el) => el.remove());
-      const groups = [];
-      let group = [];
-      thread.querySelectorAll(".msg").forEach((article) => {
-        if (article.classList.contains("msg-assistant")) { group.push(article); return; }
-        if (group.length) groups.push(group);
-        group = [];
-      });
-      if (group.length) groups.push(group);
-      groups.filter((g) => g.length > 1).forEach((g) => {
-        g.forEach((article, i) => {
-          const nav = document.createElement("span");
-          nav.className = "versions";
-          const prev = document.createElement("button");
-          prev.type = "button"; prev.className = "icon version-prev"; prev.textContent = "\u2039";
-          prev.setAttribute("aria-label", T.previous_version); prev.disabled = i === 0;
-          const next = document.createElement("button");
-          next.type = "button"; next.className = "icon version-next"; next.textContent = "\u203a";
-          next.setAttribute("aria-label", T.next_version); next.disabled = i === g.length - 1;
-          const label = document.createElement("span");
-          label.className = "version-label";
-          label.textContent = (i + 1) + " / " + g.length;
-          const show = (j) => { article.hidden = true; g[j].hidden = false; };
-          prev.addEventListener("click", () => show(i - 1));
-          next.addEventListener("click", () => show(i + 1));
-          nav.append(prev, label, next);
-          article.querySelector(".msg-meta").prepend(nav);
-        });
-      });
-    }
+    // Regenerated replies and edited messages: the branch shown, and "‹ i / n ›" (branches.js).
+    const branches = window.PagodaBranches.create(thread, T);
+    const refreshVersions = branches.refresh;
 
     function lastOf(selector) {
       const all = thread.querySelectorAll(selector);

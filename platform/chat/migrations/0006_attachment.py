@@ -5,7 +5,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('chat', '0003_conversation_reply_lock'),
+        ('chat', '0005_conversation_reply_lock'),
     ]
 
     operations = [

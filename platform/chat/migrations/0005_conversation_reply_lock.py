@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('chat', '0002_conversation_is_pinned'),
+        ('chat', '0004_message_parent'),
     ]
 
     operations = [

@@ -1,0 +1,100 @@
+"""Grammars: the engine's side of structured outputs (xgrammar).
+
+`Grammars` compiles each distinct constraint once for the engine's vocabulary (an LRU of compiled
+grammars keyed by `StructuredOutputsParams.key()`) and hands every constrained sequence its own
+matcher. The matcher accepts each token the sequence samples (OutputProcessor.accept) and, before the
+next one is sampled, fills that row of a token bitmask on the CPU (`fill_bitmask`), which the model
+runner does while the device runs the step's forward pass; the sampler masks the logits with it on the
+device. A preempted sequence keeps its matcher: its output tokens stay, and so does the state.
+
+Requests without a constraint never reach this module: no bitmask, no copy, no extra sync.
+"""
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from .errors import InvalidRequestError
+from .structured_outputs import FIELD, StructuredOutputsParams, clean_error
+
+MAX_CACHED_GRAMMARS = 256
+BATCH_FILL_MIN_ROWS = 8  # from this many constrained rows, xgrammar's threads fill the bitmask
+
+
+class Grammars:
+    """Compiled grammars of one engine. `tokenizer` is the Hugging Face tokenizer; `vocab_size` the
+    model's (its logits' width, which may exceed the tokenizer's); `stop_token_ids` end a grammar."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: list[int], max_threads: int = 8):
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self.stop_token_ids = list(stop_token_ids)
+        self.max_threads = max_threads
+        self._compiler = None  # built on the first constrained request (the vocabulary takes ~0.2-1 s)
+        self._cache: OrderedDict[tuple, Any] = OrderedDict()
+
+    def _xgr_compiler(self):
+        if self._compiler is None:
+            import xgrammar as xgr
+
+            if self.tokenizer is None:
+                raise InvalidRequestError("structured outputs need a tokenizer; this engine has none", field=FIELD)
+            info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=self.vocab_size,
+                                                      stop_token_ids=self.stop_token_ids or None)
+            # xgrammar's own cache is off: ours is keyed by the request's constraint, bounded, and
+            # skips even the tokenizer-free conversion on a hit.
+            self._compiler = xgr.GrammarCompiler(info, max_threads=self.max_threads, cache_enabled=False)
+        return self._compiler
+
+    def compile(self, params: StructuredOutputsParams):
+        """The compiled grammar of `params` (cached). Raises InvalidRequestError for a bad constraint."""
+        key = params.key()
+        compiled = self._cache.get(key)
+        if compiled is not None:
+            self._cache.move_to_end(key)
+            return compiled
+        compiler = self._xgr_compiler()
+        grammar = params.to_grammar()
+        try:
+            compiled = compiler.compile_grammar(grammar)
+        except (RuntimeError, ValueError) as e:
+            raise InvalidRequestError(f"structured_outputs.{params.kind} cannot be compiled: {clean_error(e)}",
+                                      field=FIELD) from None
+        self._cache[key] = compiled
+        if len(self._cache) > MAX_CACHED_GRAMMARS:
+            self._cache.popitem(last=False)
+        return compiled
+
+    def matcher(self, params: StructuredOutputsParams):
+        """A fresh matcher of `params`' grammar: one per sequence (n choices get n)."""
+        import xgrammar as xgr
+
+        return xgr.GrammarMatcher(self.compile(params))
+
+
+def fill_bitmask(matchers: list, rows: list[int], bitmask: torch.Tensor) -> None:
+    """Fill row rows[i] of `bitmask` (int32 [> max(rows), (vocab + 31) // 32], on the CPU) with the
+    tokens matchers[i] allows next; many rows are shared out to threads."""
+    if len(matchers) >= BATCH_FILL_MIN_ROWS:
+        _batch_matcher().batch_fill_next_token_bitmask(matchers, bitmask, rows)
+    else:
+        for m, row in zip(matchers, rows):
+            m.fill_next_token_bitmask(bitmask, row)
+
+
+@functools.cache
+def _batch_matcher():
+    import xgrammar as xgr
+
+    return xgr.BatchGrammarMatcher(max_threads="auto")
+
+
+def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int]) -> None:
+    """Set logits[r, t] to -inf where bit t of bitmask[r] is 0, for each r in `rows` (in place;
+    `bitmask` on the logits' device)."""
+    import xgrammar as xgr
+
+    xgr.apply_token_bitmask_inplace(logits, bitmask, vocab_size=logits.shape[1], indices=rows)
