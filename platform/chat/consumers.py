@@ -11,6 +11,11 @@ Offboarding takes effect on an open socket: it joins its user's and its tenant's
 (chat.revocation) and, told that access changed, checks again (chat.access) and closes with an error
 frame first when it may no longer chat; a running reply is stopped and saved as such. Every turn runs
 the same check before it starts, so a lost announcement cannot let a turn through.
+
+One reply at a time per conversation, whichever tab, process or replica asks: a turn first takes the
+conversation's reply lease (chat.turn_lock) and a second tab's turn is refused with "reply_in_progress".
+The conversation's other tabs follow the reply live (chat.follow): the socket writing it tells its
+frames to the conversation's group, and a stop from a following tab reaches it the same way.
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 import engine_runtime
-from chat import access, prompting, protocol, revocation, selectors, services
+from chat import access, follow, prompting, protocol, revocation, selectors, services, turn_lock
 from chat.errors import (CLOSE_UNAUTHENTICATED, EXPECTED_ERRORS, ChatAccessError, ChatError, access_error,
                          to_chat_error)
 from chat.replies import ReplyStream
@@ -60,6 +65,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         session = self.scope.get("session")
         self.session_key: str | None = session.session_key if session is not None else None
         self.access_groups: list[str] = []
+        self.followers: follow.Followers | None = None  # with a turn running: the conversation's other tabs
+        self.lock: turn_lock.ReplyLock | None = None  # with a turn running: its conversation's reply lease
         # Accept, then close with our code: a socket refused during the handshake reaches the browser
         # as a bare 1006, and the page could not tell "log in again" from "no such conversation".
         await aclose_old_connections()  # the one the session middleware used to find the user
@@ -96,7 +103,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._send(protocol.error_frame(exc))
             return
         if frame.type == protocol.STOP:
-            self._abort()  # nothing running: a no-op (the reply may have just finished)
+            if self.turn_task is not None and not self.turn_task.done():
+                self._abort()
+            else:  # the reply may be another tab's: the socket writing it stops it (else nobody hears)
+                await follow.Followers(self.channel_layer, self.conversation_id, self.channel_name).stop()
             return
         if self.turn_task is not None and not self.turn_task.done():
             await self._send(protocol.error_frame(ChatError("busy", "A reply is still being written; stop it first.")))
@@ -119,6 +129,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except ChatAccessError as exc:
             await self._end_access(exc.close_code)
 
+    async def chat_follow(self, event: dict) -> None:
+        """A frame of the reply another socket of this conversation is writing: passed on to this page."""
+        if event.get("origin") != self.channel_name and self.conversation is not None:
+            await self._send(event["frame"])
+
+    async def chat_stop(self, event: dict) -> None:
+        """Another tab of this conversation pressed stop: stop this socket's reply, if one runs."""
+        if event.get("origin") != self.channel_name and self.turn_task is not None and not self.turn_task.done():
+            self._abort()
+
     async def _end_access(self, close_code: int) -> None:
         """Stop the running reply (saved as stopped), send the error frame, close: nothing else goes out,
         and nothing the client sends after is answered."""
@@ -137,7 +157,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         layer = self.channel_layer
         if layer is None:
             return
-        groups = [revocation.user_group(self.user.pk), revocation.tenant_group(self.conversation.tenant_id)]
+        groups = [revocation.user_group(self.user.pk), revocation.tenant_group(self.conversation.tenant_id),
+                  follow.conversation_group(self.conversation_id)]  # and the other tabs' replies (chat.follow)
         try:
             for group in groups:
                 await asyncio.wait_for(layer.group_add(group, self.channel_name), GROUP_TIMEOUT_S)
@@ -178,10 +199,30 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     # -- one turn --------------------------------------------------------------------------------------
     async def _turn(self, frame: protocol.ClientFrame) -> None:
+        """Run the turn holding the conversation's reply lease; refused while another tab's reply runs."""
+        self.lock = lock = turn_lock.ReplyLock(self.conversation_id, settings.PAGODA_CHAT_REPLY_LOCK_SECONDS)
+        try:
+            acquired = await lock.acquire()
+        except Exception as exc:  # the database is away
+            logger.exception("could not take the reply lock of conversation %s", self.conversation_id)
+            await self._send(protocol.error_frame(to_chat_error(exc)))
+            return
+        if not acquired:
+            await self._send(protocol.error_frame(ChatError(
+                "reply_in_progress", "A reply is already being written in another tab; wait for it or stop it.")))
+            return
+        try:
+            await self._locked_turn(frame)
+        finally:
+            self.followers = None
+            await lock.release()  # a no-op when _stream gave it back already
+
+    async def _locked_turn(self, frame: protocol.ClientFrame) -> None:
         try:
             await _db(access.verify_session)(self.user.pk, self.session_key)  # logged out, deactivated...
             plan = await _db(services.plan_turn)(
                 self.user, self.conversation_id, content=frame.content, profile_name=frame.profile,
+                attachment_ids=frame.attachment_ids,
                 parent_id=frame.parent_id, edit_of=frame.message_id if frame.type == protocol.EDIT else None,
                 answer_id=frame.message_id if frame.type == protocol.REGENERATE else None)
             engine = await engine_runtime.aget_engine(timeout=settings.PAGODA_CHAT_ENGINE_WAIT_SECONDS)
@@ -214,9 +255,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await _db(budgets.release)(request_id)  # governance: the turn never ran
             await self._send(protocol.error_frame(to_chat_error(exc)))
             return
-        await self._send(protocol.start_frame(
+        start = protocol.start_frame(
             message_id=turn.reply.pk, user_message_id=turn.user_message.pk if turn.user_message else None,
-            title=turn.title, profile=plan.profile.name))
+            title=turn.title, profile=plan.profile.name,
+            attachments=[{"id": a.pk, "name": a.name, "num_tokens": a.num_tokens} for a in plan.attachments])
+        await self._send(start)
+        self.followers = follow.Followers(self.channel_layer, self.conversation_id, self.channel_name)
+        # parent_id: what the new user message follows, or (regenerating) the user message answered again
+        parent = plan.user_parent if plan.content is not None else plan.answered
+        await self.followers.tell(protocol.followed(start, user_content=plan.content,
+                                                    parent_id=parent.pk if parent is not None else None))
         await self._stream(engine, plan, turn, prompt_ids, params, request_id)
 
     @staticmethod
@@ -235,7 +283,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             if not self.stop_requested:  # a stop that came while the turn was being saved
                 self.engine, self.request_id = engine, request_id
-                await self._forward(engine, plan, prompt_ids, params, request_id, stream)
+                await self._forward(engine, plan, prompt_ids, params, request_id, stream, turn.reply.pk)
         except EXPECTED_ERRORS as exc:  # the engine refused it (queue full) or died mid-reply
             failure = to_chat_error(exc)
         except Exception as exc:
@@ -247,10 +295,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if not saved and failure is None:  # never `done` for a reply the page would not show again
             failure = ChatError("reply_not_saved", "The reply could not be saved (a database error); try again.")
         if failure is not None:
-            await self._send(protocol.error_frame(failure, message_id=turn.reply.pk))
+            end = protocol.error_frame(failure, message_id=turn.reply.pk)
         else:
-            await self._send(protocol.done_frame(message_id=turn.reply.pk, status=stream.status,
-                                                 finish_reason=stream.finish_reason or "abort", usage=stream.usage()))
+            end = protocol.done_frame(message_id=turn.reply.pk, status=stream.status,
+                                      finish_reason=stream.finish_reason or "abort", usage=stream.usage())
+        # Free before the page hears the end, and the page's frame last: a next turn sent the moment it
+        # arrives finds neither this task nor the lease still held.
+        await self.lock.release()
+        await self.followers.tell(protocol.followed(end, content=stream.text))
+        await self._send(end)
 
     async def _save_reply(self, turn: services.Turn, stream: ReplyStream, failure: ChatError | None) -> bool:
         """Store what the reply became (tried twice); False when it could not be, and its row stays pending.
@@ -273,7 +326,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return False
 
     async def _forward(self, engine, plan: services.TurnPlan, prompt_ids: list[int], params, request_id: str,
-                       stream: ReplyStream) -> None:
+                       stream: ReplyStream, message_id: int) -> None:
         tenant = plan.conversation.tenant.engine_key
         aborted = False
         with track_request(request_id, tenant=tenant, profile=plan.profile.name, source="chat", prompt=plan.turns,
@@ -282,7 +335,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 recorder.on_delta(delta)
                 stream.take(delta)
                 if delta.text:
-                    await self._send(protocol.delta_frame(delta.text))
+                    frame = protocol.delta_frame(delta.text)
+                    await self._send(frame)
+                    await self.followers.tell(protocol.followed(frame, message_id=message_id))
                 if self.stop_requested and not delta.finished and not aborted:
                     aborted = True  # the stop came before the engine had the request: abort it now
                     engine.abort(request_id)

@@ -21,6 +21,16 @@ class ChatError(Exception):
         self.message = message
 
 
+class AttachmentError(Exception):
+    """A file that cannot be attached: `code` for programs, `message` for people, `status` its HTTP status."""
+
+    def __init__(self, code: str, message: str, status: int = 400):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+
+
 class ChatAccessError(Exception):
     """The socket may not serve this conversation; `close_code` is one of the CLOSE_* codes."""
 

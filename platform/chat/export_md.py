@@ -27,6 +27,9 @@ def conversation_markdown(conversation: Conversation) -> str:
         lines += [f"## {_ROLE_HEADINGS[message.role]} · {_when(message.created_at)}", ""]
         if message.role == Message.Role.USER:
             lines += [f"> {line}" if line else ">" for line in message.content.splitlines()]
+            files = [f"{_one_line(a.name)} ({a.num_tokens} tokens)" for a in message.attachments.all()]
+            if files:  # their text stays out of the document: it is at /chat/attachments/<id>/
+                lines += ["", "Attached: " + ", ".join(files)]
         else:
             lines.append(message.content)
             if message.status == Message.Status.COMPLETE and message.finish_reason == "length":

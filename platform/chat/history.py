@@ -31,14 +31,16 @@ def create_conversation(tenant: Tenant, user, *, title: str = "", profile: Sampl
 
 
 @transaction.atomic
-def add_user_message(conversation: Conversation, content: str, *, parent: Message | None | object = LAST) -> Message:
+def add_user_message(conversation: Conversation, content: str, *, parent: Message | None | object = LAST,
+                     title_source: str | None = None) -> Message:
     """Save the user's turn (before generation starts) after `parent` (None: a first message, or an edit
-    of one); the first one titles an untitled conversation."""
+    of one); the first one titles an untitled conversation (from `title_source`, by default the content:
+    a message of files alone is titled by their names)."""
     if parent is LAST:
         parent = _last(conversation)
     message = Message.objects.create(conversation=conversation, role=Message.Role.USER, content=content, parent=parent)
     if not conversation.title:
-        conversation.title = " ".join(content.split())[:TITLE_CHARS]
+        conversation.title = " ".join((title_source or content).split())[:TITLE_CHARS]
     conversation.save(update_fields=["title", "updated_at"])
     return message
 

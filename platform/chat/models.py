@@ -13,6 +13,10 @@ class Conversation(models.Model):
     title = models.CharField(max_length=200, blank=True)
     profile = models.ForeignKey(SamplingProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     is_pinned = models.BooleanField(default=False, help_text="Shown at the top of its owner's sidebar.")
+    # One reply at a time per conversation, across tabs and processes (chat.turn_lock): the socket whose
+    # turn holds it, and until when; a holder that died leaves it to expire.
+    reply_lock_owner = models.CharField(max_length=64, blank=True, editable=False)
+    reply_lock_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -97,3 +101,30 @@ class Feedback(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_rating_display()} on message {self.message_id}"
+
+
+class Attachment(models.Model):
+    """A file attached to a user message: its text, extracted on upload (chat.attachments), goes to the
+    model with the message. Uploaded before the message is sent, it waits with no message (a draft)."""
+
+    class Kind(models.TextChoices):
+        TEXT = "text", "Plain text"
+        MARKDOWN = "markdown", "Markdown"
+        PDF = "pdf", "PDF"
+        DOCX = "docx", "Word (DOCX)"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="attachments")
+    message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.CASCADE, related_name="attachments",
+                                help_text="The user message it was sent with; empty while a draft.")
+    name = models.CharField(max_length=255)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    size_bytes = models.PositiveIntegerField()
+    text = models.TextField()
+    num_tokens = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return self.name

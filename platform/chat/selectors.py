@@ -11,9 +11,10 @@ from datetime import date, datetime
 
 from django.db.models import Count, QuerySet
 
+from chat.attachments import prompt_content
 from chat.branches import Tree
 from chat.errors import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, ChatAccessError
-from chat.models import Conversation, Feedback, Message
+from chat.models import Attachment, Conversation, Feedback, Message
 from pagoda import daily
 from tenants.models import Tenant
 
@@ -31,7 +32,15 @@ def conversation_for_user(user, conversation_id: int) -> Conversation | None:
 
 
 def messages(conversation: Conversation) -> QuerySet[Message]:
-    return Message.objects.filter(conversation=conversation).order_by("created_at", "id")
+    """The conversation's messages, oldest first, each with its attachments."""
+    return Message.objects.filter(conversation=conversation).prefetch_related("attachments").order_by("created_at", "id")
+
+
+def attachment_for_user(user, attachment_id: int) -> Attachment | None:
+    """The attachment if its conversation is the user's, in a tenant they still belong to; else None."""
+    return Attachment.objects.filter(
+        pk=attachment_id, conversation__user=user, conversation__tenant__is_active=True,
+        conversation__tenant__memberships__user=user).select_related("conversation").first()
 
 
 def reply_for_user(user, conversation_id: int, message_id: int) -> Message | None:
@@ -99,9 +108,11 @@ def page_messages(conversation: Conversation, stale_cutoff: datetime | None = No
 
 
 def prompt_turns(thread_messages: list[Message]) -> list[dict]:
-    """The thread as chat-template turns ({"role", "content"}), without failed or empty replies."""
+    """The thread as chat-template turns ({"role", "content"}), without failed or empty replies; a user
+    message's attached files come first in its turn (chat.attachments.prompt_content)."""
     return [
-        {"role": m.role, "content": m.content}
+        {"role": m.role, "content": prompt_content(m.content, m.attachments.all()) if m.role == Message.Role.USER
+         else m.content}
         for m in thread_messages
         if m.role == Message.Role.USER or (m.status not in _SKIPPED_IN_PROMPT and m.content)
     ]

@@ -14,15 +14,15 @@ failed, and fail_stale_replies stores that (begin_turn calls it; so does `manage
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
-from chat import branches, history, selectors
+from chat import attachments as chat_attachments, branches, history, selectors
 from chat.errors import ChatError
-from chat.models import Conversation, Message
+from chat.models import Attachment, Conversation, Message
 from chat.replies import ReplyStream
 from governance import ledger
 from tenants import selectors as tenant_selectors
@@ -40,6 +40,7 @@ class TurnPlan:
     content: str | None  # the new user message; None when regenerating
     user_parent: Message | None = None  # the message the new user message follows (None: a first message)
     answered: Message | None = None  # when regenerating: the user message answered again
+    attachments: list[Attachment] = field(default_factory=list)  # sent with it (drafts until begin_turn binds them)
 
 
 @dataclass
@@ -66,19 +67,22 @@ def resolve_profile(conversation: Conversation, name: str | None) -> SamplingPro
 
 
 def plan_turn(user, conversation_id: int, *, content: str | None, profile_name: str | None,
-              parent_id: int | None = None, edit_of: int | None = None, answer_id: int | None = None) -> TurnPlan:
+              parent_id: int | None = None, edit_of: int | None = None, answer_id: int | None = None,
+              attachment_ids: tuple[int, ...] | list[int] = ()) -> TurnPlan:
     """Read what a turn needs; the prompt is the path to where the turn goes (chat.branches).
 
     content + parent_id: a new message after that message (by default the newest: the current branch).
     content + edit_of: an edited user message, a sibling of the one edited (a new branch from there).
     content=None: regenerate the reply to `answer_id` (by default the current branch's last user message).
     Raises ChatAccessError when the conversation is no longer the user's, ChatError for an unknown
-    profile, a message id that is not a fitting message of this conversation, or nothing to regenerate.
+    profile, a message id that is not a fitting message of this conversation, nothing to regenerate, or
+    attachments that are not the conversation's unsent drafts.
     """
     conversation = selectors.conversation_for_socket(user, conversation_id)
     profile = resolve_profile(conversation, profile_name)
     system_prompt = tenant_selectors.active_system_prompt(conversation.tenant)
     tree = selectors.tree(conversation)
+    attached = chat_attachments.drafts_for_turn(conversation, list(attachment_ids))
     if content is None:
         if answer_id is not None:
             answered = _message_of(tree, answer_id, Message.Role.USER)
@@ -93,8 +97,9 @@ def plan_turn(user, conversation_id: int, *, content: str | None, profile_name: 
         parent = tree.by_id.get(tree.parent_ids[edited.pk])
     else:
         parent = _message_of(tree, parent_id) if parent_id is not None else tree.newest()
-    turns = [*selectors.prompt_turns(tree.path_to(parent)), {"role": "user", "content": content}]
-    return TurnPlan(conversation, profile, system_prompt, turns, content, user_parent=parent)
+    turns = [*selectors.prompt_turns(tree.path_to(parent)),
+             {"role": "user", "content": chat_attachments.prompt_content(content, attached)}]
+    return TurnPlan(conversation, profile, system_prompt, turns, content, user_parent=parent, attachments=attached)
 
 
 def _message_of(tree: branches.Tree, message_id: int, role: str | None = None) -> Message:
@@ -116,7 +121,10 @@ def begin_turn(plan: TurnPlan, request_id: str, stale_reply_s: float | None = No
         fail_stale_replies(stale_reply_s, conversation)
     user_message = None
     if plan.content is not None:
-        user_message = history.add_user_message(conversation, plan.content, parent=plan.user_parent)
+        user_message = history.add_user_message(
+            conversation, plan.content, parent=plan.user_parent,
+            title_source=plan.content.strip() or ", ".join(a.name for a in plan.attachments))
+        chat_attachments.bind(plan.attachments, user_message)
     if conversation.profile_id != plan.profile.pk:  # the next turn starts with the profile picked last
         Conversation.objects.filter(pk=conversation.pk).update(profile=plan.profile)
         conversation.profile = plan.profile

@@ -14,4 +14,7 @@ urlpatterns = [
     path("chat/<int:conversation_id>/pin/", views.pin, name="pin"),
     path("chat/<int:conversation_id>/messages/<int:message_id>/feedback/", views.feedback, name="feedback"),
     path("chat/<int:conversation_id>/export.md", views.export_markdown, name="export_md"),
+    path("chat/<int:conversation_id>/attachments/", views.attach, name="attach"),
+    path("chat/attachments/<int:attachment_id>/", views.attachment_text, name="attachment"),
+    path("chat/attachments/<int:attachment_id>/delete/", views.detach, name="detach"),
 ]

@@ -1,7 +1,8 @@
 """The chat page and its history: thin views that check access, call selectors/services and render.
 
 The conversation itself is spoken over the WebSocket (chat.consumers); these views list, open, create,
-rename, pin, search, export (Markdown; the JSON export is governance's) and delete conversations.
+rename, pin, search, export (Markdown; the JSON export is governance's) and delete conversations, and
+take the files attached to a message (chat.attachments).
 Someone else's conversation, or one of a tenant the user left, is a 404 everywhere, as a missing one.
 Rename and pin answer JSON to the page's script (Accept: application/json) and redirect a plain form.
 """
@@ -12,9 +13,14 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from chat import export_md, feedback as chat_feedback, history, search as chat_search, selectors, services, ui_text
+import engine_runtime
+from chat import (attachments as chat_attachments, export_md, feedback as chat_feedback, history, search as chat_search,
+                  selectors, services, ui_text)
+from chat.errors import AttachmentError
+from engine_runtime import EngineUnavailable
 from chat.models import Conversation
 from tenants import selectors as tenant_selectors
 
@@ -39,6 +45,7 @@ def _page(request, tenants, conversations, conversation: Conversation | None):
             "conversationId": conversation.pk if conversation is not None else None,
             "wsPath": f"/ws/chat/{conversation.pk}/" if conversation is not None else None,
             "maxChars": settings.PAGODA_CHAT_MAX_MESSAGE_CHARS,
+            "attachUrl": reverse("chat:attach", args=[conversation.pk]) if conversation is not None else None,
             "feedbackUrl": reverse("chat:feedback", args=[conversation.pk, 0]) if conversation is not None else None,
             "loginUrl": f"{reverse('login')}?next={request.path}",
             "strings": ui_text.page_strings(settings.PAGODA_CHAT_MAX_MESSAGE_CHARS),
@@ -185,3 +192,76 @@ def export_markdown(request, conversation_id: int):
     response = HttpResponse(export_md.conversation_markdown(conversation), content_type="text/markdown; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="pagoda-conversation-{conversation.pk}.md"'
     return response
+
+
+def _attachment_error(code: str, message: str, status: int) -> JsonResponse:
+    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+
+
+@login_required
+@require_POST
+def attach(request, conversation_id: int):
+    """POST a multipart `file` (plain text, Markdown, PDF, DOCX): 201 {"id", "name", "kind", "size_bytes",
+    "num_chars", "num_tokens", "max_tokens", "url"}, a draft the next user_message may carry; 4xx
+    {"error": {"code", "message"}} for a file that cannot be read, is too big or does not fit the
+    context; 503 while the model is not loaded (its tokenizer counts the tokens)."""
+    conversation = _own(request, conversation_id)
+    limit = settings.PAGODA_CHAT_MAX_ATTACHMENT_BYTES
+    too_big = _("Files up to %(limit)s MB can be attached.") % {"limit": f"{limit / 1e6:g}"}
+    try:  # refused before the body is read: a huge upload is not stored first
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit + 64 * 1024:  # the multipart framing around the file
+        return _attachment_error("too_large", too_big, 413)
+    upload = request.FILES.get("file")
+    if upload is None:
+        return _attachment_error("no_file", _("Choose a file to attach."), 400)
+    if upload.size > limit:
+        return _attachment_error("too_large", too_big, 413)
+    try:
+        engine = engine_runtime.get_engine(timeout=0)
+    except EngineUnavailable as error:
+        return _attachment_error("engine_unavailable", _("The model is not available right now (%(reason)s). "
+                                                         "Try again in a moment.") % {"reason": error.reason}, 503)
+    try:
+        attachment = chat_attachments.add_draft(conversation, upload.name, upload.read(),
+                                                count_tokens=engine.count_tokens, max_model_len=engine.max_model_len)
+    except AttachmentError as error:
+        return _attachment_error(error.code, error.message, error.status)
+    return JsonResponse({
+        "id": attachment.pk, "name": attachment.name, "kind": attachment.kind, "size_bytes": attachment.size_bytes,
+        "num_chars": len(attachment.text), "num_tokens": attachment.num_tokens,
+        "max_tokens": chat_attachments.token_budget(engine.max_model_len),
+        "url": reverse("chat:attachment", args=[attachment.pk]),
+    }, status=201)
+
+
+@login_required
+@require_GET
+def attachment_text(request, attachment_id: int):
+    """The text extracted from an attachment (what the model read), as plain text."""
+    attachment = selectors.attachment_for_user(request.user, attachment_id)
+    if attachment is None:
+        raise Http404("No such attachment")
+    response = HttpResponse(attachment.text, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'inline; filename="{_ascii_name(attachment.name)}.txt"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@login_required
+@require_POST
+def detach(request, attachment_id: int):
+    """Remove an attachment not sent yet (204); one that went with a message stays with it (409)."""
+    attachment = selectors.attachment_for_user(request.user, attachment_id)
+    if attachment is None:
+        raise Http404("No such attachment")
+    if attachment.message_id is not None:
+        return _attachment_error("already_sent", _("This file went with a message; it stays with it."), 409)
+    attachment.delete()
+    return HttpResponse(status=204)
+
+
+def _ascii_name(name: str) -> str:
+    return "".join(c if c.isascii() and (c.isalnum() or c in "._- ") else "_" for c in name)[:100] or "attachment"

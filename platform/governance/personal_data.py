@@ -23,6 +23,8 @@ def _message(m: Message) -> dict:
     return {"id": m.pk, "parent_id": m.parent_id, "role": m.role, "content": m.content, "status": m.status,
             "created_at": _iso(m.created_at), "profile": m.profile.name if m.profile else None,
             "prompt_tokens": m.num_prompt_tokens, "output_tokens": m.num_output_tokens,
+            "attachments": [{"name": a.name, "kind": a.kind, "size_bytes": a.size_bytes, "num_tokens": a.num_tokens,
+                             "text": a.text} for a in m.attachments.all()],
             **({"feedback": feedback[0]} if feedback else {})}
 
 
@@ -36,7 +38,8 @@ def export_user(user, conversation_id: int | None = None) -> dict | None:
     """{"user", "exported_at", "conversations": [...]} of all the user's conversations, or of the one
     `conversation_id`; None when that one is not theirs (or does not exist)."""
     conversations = (Conversation.objects.filter(user=user).select_related("tenant")
-                     .prefetch_related("messages__profile", "messages__feedback").order_by("created_at", "id"))
+                     .prefetch_related("messages__profile", "messages__feedback", "messages__attachments")
+                     .order_by("created_at", "id"))
     if conversation_id is not None:
         conversations = conversations.filter(pk=conversation_id)
         if not conversations.exists():

@@ -43,6 +43,9 @@ Environment:
   PAGODA_CHAT_STALE_REPLY_SECONDS  a chat reply still pending after this long was lost (its save failed, its
                     process died): shown failed, and stored so on its conversation's next turn or by
                     `manage.py fail_stale_replies` (default 3600)
+  PAGODA_CHAT_REPLY_LOCK_SECONDS  a conversation whose replying process died is free for a new reply at
+                    most this long after (the reply lease, renewed while a reply runs; default 30)
+  PAGODA_CHAT_MAX_ATTACHMENT_BYTES  the largest file an employee may attach to a message (default 10 MB)
   PAGODA_REPLICA    this replica's name, sent as the X-Pagoda-Replica response header (default: none)
   PAGODA_BEHIND_HTTPS_PROXY  true: a TLS-terminating proxy in front sets X-Forwarded-Proto; trust it,
                     send session / CSRF cookies as Secure, redirect HTTP to HTTPS and send HSTS (default false)
@@ -264,6 +267,10 @@ PAGODA_CHAT_MAX_MESSAGE_CHARS = int(os.environ.get("PAGODA_CHAT_MAX_MESSAGE_CHAR
 PAGODA_CHAT_ENGINE_WAIT_SECONDS = float(os.environ.get("PAGODA_CHAT_ENGINE_WAIT_SECONDS", "30"))
 # Longer than any reply streams: a reply pending past it has nobody left to save it (chat.services).
 PAGODA_CHAT_STALE_REPLY_SECONDS = float(os.environ.get("PAGODA_CHAT_STALE_REPLY_SECONDS", "3600"))
+# A conversation's reply lease (chat.turn_lock): renewed every third of this while a reply runs, so a
+# conversation whose replying process died is free again at most this long after.
+PAGODA_CHAT_REPLY_LOCK_SECONDS = float(os.environ.get("PAGODA_CHAT_REPLY_LOCK_SECONDS", "30"))
+PAGODA_CHAT_MAX_ATTACHMENT_BYTES = int(os.environ.get("PAGODA_CHAT_MAX_ATTACHMENT_BYTES", "10000000"))
 
 LOGGING = {
     "version": 1,

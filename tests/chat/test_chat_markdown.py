@@ -65,6 +65,9 @@ ATTACKS = [
     "```py\" onclick=\"alert(1)\nx\n```",
     "~~~<script>\ncode\n~~~",
     "> > > <script>alert(1)</script>\n> ```\n> </code><img src=x onerror=alert(1)>",
+    "$<script>alert(1)</script>$ and $$<img src=x onerror=alert(1)>$$",
+    "\\(</span><script>alert(1)</script>\\)\n$$\n<svg onload=alert(1)>\n$$",
+    "\\[\n<script>alert(1)</script>",
 ]
 
 
@@ -176,3 +179,36 @@ def test_every_prefix_of_a_streaming_reply_renders():
             assert tag in ALLOWED and set(attrs) <= ALLOWED[tag], (prefix, markup)
         if prefix.count("```") == 1 and prefix.rstrip("`").endswith(("x", "1")):
             assert '<div class="code-block open">' in markup, (prefix, markup)
+
+
+MATH = [
+    ("Euler: $e^{i\\pi}+1=0$.", '<p>Euler: <span class="math-inline">e^{i\\pi}+1=0</span>.</p>'),
+    ("\\(a<b\\) and \\[x^2\\]", '<p><span class="math-inline">a&lt;b</span> and <span class="math-display">x^2</span></p>'),
+    ("$$\\frac12$$", '<div class="math-display">\\frac12</div>'),
+    ("$$\n\\sum_k k\n= n$$\nafter", '<div class="math-display">\n\\sum_k k\n= n</div><p>after</p>'),
+    ("\\[\nx\n\\]", '<div class="math-display">\nx\n</div>'),
+    ("**$y$** and *$a*b$*", '<p><strong><span class="math-inline">y</span></strong> and '
+                            '<em><span class="math-inline">a*b</span></em></p>'),
+    ("| $x_1$ |\n|---|\n| $y$ |", '<div class="table-wrap"><table><thead><tr><th><span class="math-inline">x_1</span>'
+                                  '</th></tr></thead><tbody><tr><td><span class="math-inline">y</span></td></tr></tbody>'
+                                  '</table></div>'),
+    # Money is not math: a $ opens only before a non-space, closes only after one and not before a digit.
+    ("It costs $5 and $10, or \\$3 with $ 4 $.", "<p>It costs $5 and $10, or \\$3 with $ 4 $.</p>"),
+    ("`$x$` stays code", "<p><code>$x$</code> stays code</p>"),
+]
+
+
+@pytest.mark.parametrize(("source", "markup"), MATH)
+def test_math_is_marked_for_typesetting(source, markup):
+    assert render(source) == [markup]
+
+
+def test_an_open_display_formula_waits_while_it_streams():
+    reply = "Sum:\n$$\n\\sum_{k=1}^{n} k = \\frac{n(n+1)}{2}\n$$\nand $x^2$ inline."
+    prefixes = [reply[:n] for n in range(len(reply) + 1)]
+    for prefix, markup in zip(prefixes, render(*prefixes)):
+        for tag, attrs in tags(markup):
+            assert tag in ALLOWED and set(attrs) <= ALLOWED[tag], (prefix, markup)
+        if "\n$$\n\\sum" in prefix and prefix.count("$$") == 1:
+            assert '<div class="math-display open">' in markup, (prefix, markup)
+    assert render(reply)[0].count('class="math-display"') == 1 and 'class="math-inline">x^2<' in render(reply)[0]

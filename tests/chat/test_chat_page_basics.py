@@ -6,6 +6,8 @@ import logging
 import pytest
 from django.urls import reverse
 
+from chat_testing import runtime_set_aside
+
 
 def test_favicon_is_served_not_404(client, db):
     response = client.get("/favicon.ico")
@@ -21,7 +23,7 @@ def test_pages_name_the_icon(client, member):
 
 def test_health_503_is_logged_at_info(client, db, caplog, settings):
     settings.PAGODA_ENGINE = "off"
-    with caplog.at_level(logging.INFO, logger="django.request"):
+    with runtime_set_aside(), caplog.at_level(logging.INFO, logger="django.request"):  # no engine, even if loaded
         response = client.get("/health")
     assert response.status_code == 503
     rows = [r for r in caplog.records if r.name == "django.request"]
@@ -30,7 +32,7 @@ def test_health_503_is_logged_at_info(client, db, caplog, settings):
 
 def test_health_503_is_dropped_when_the_level_is_warning(client, db, caplog, settings):
     settings.PAGODA_ENGINE = "off"
-    with caplog.at_level(logging.WARNING, logger="django.request"):
+    with runtime_set_aside(), caplog.at_level(logging.WARNING, logger="django.request"):
         client.get("/health")
     assert [r for r in caplog.records if r.name == "django.request"] == []
 

@@ -103,7 +103,9 @@ def test_a_last_turn_that_does_not_fit_is_an_error():
 
 # --- the thread ---------------------------------------------------------------------------------------
 def _message(pk, role, content="x", status="complete", parent_id=None):
-    return SimpleNamespace(pk=pk, role=role, content=content, status=status, parent_id=parent_id)
+    no_files = SimpleNamespace(all=lambda: [])  # as a message's attachments manager with none attached
+    return SimpleNamespace(pk=pk, role=role, content=content, status=status, parent_id=parent_id,
+                           attachments=no_files)
 
 
 def _rows():

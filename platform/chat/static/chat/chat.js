@@ -27,6 +27,16 @@
   const notice = $("#notice");
   const title = $("#chat-title");
   const counter = $("#counter");
+  // Files attached to the next message (attachments.js).
+  const files = window.PagodaAttachments.create({
+    input: $("#attach-input"), list: $("#attachment-list"), uploadUrl: config.attachUrl, strings: T,
+    onChange: () => updateControls(), showNotice: (text) => showNotice(text),
+  });
+  // The reply another tab of this conversation is writing, followed here (follow.js).
+  const following = window.PagodaFollow.create({
+    view: view, thread: thread, strings: T, onChange: () => updateControls(), scrollToBottom: scrollToBottom,
+    render: (body, raw) => { const follow = nearBottom(); view.renderMarkdown(body, raw); if (follow) scrollToBottom(); },
+  });
 
   let socket = null;
   let reconnectDelay = 1000;
@@ -59,12 +69,12 @@
   // --- state of the composer ------------------------------------------------------------------------
   function updateControls() {
     const open = socket !== null && socket.readyState === WebSocket.OPEN;
-    const busy = turn !== null;
+    const busy = turn !== null || following.busy();
     sendButton.hidden = busy;
     stopButton.hidden = !busy;
     const count = input.value.length;
     const over = count > config.maxChars;
-    sendButton.disabled = !open || !input.value.trim() || over;
+    sendButton.disabled = !open || (!input.value.trim() && !files.ids().length) || over || files.busy();
     regenerateButton.hidden = busy || !view.lastOf(".msg-user");
     regenerateButton.disabled = !open;
     counter.textContent = count > config.maxChars * 0.8
@@ -101,7 +111,7 @@
 
   // userParent: the id the new user message follows (an edit: the edited message's parent; "" for none);
   // by default the message shown last. A regenerated reply (userText null) follows the last user message.
-  function beginTurn(userText, userParent) {
+  function beginTurn(userText, userParent, sentFiles) {
     showNotice("");
     const continues = Array.from(thread.querySelectorAll(".continue")); // only the newest reply continues
     continues.forEach((button) => { button.hidden = true; });
@@ -114,6 +124,7 @@
       user.querySelector(".msg-body").textContent = userText;
       user.dataset.id = "new"; // named by the start frame
       user.dataset.parent = userParent !== undefined ? userParent : (tip || "");
+      window.PagodaAttachments.renderChips(user, sentFiles);
     }
     if (replaced) replaced.hidden = true; // shown again if the server refuses the regenerate
     const reply = view.messageElement("assistant");
@@ -124,7 +135,7 @@
     body.innerHTML = '<span class="typing" aria-label=""><i></i><i></i><i></i></span>';
     body.firstChild.setAttribute("aria-label", T.generating);
     turn = { reply: reply, body: body, raw: "", user: user, replaced: replaced, userText: userText, started: false,
-             continues: continues, edit: userParent !== undefined };
+             continues: continues, edit: userParent !== undefined, files: sentFiles || [] };
     view.refreshVersions(); // the new turn's branch is the one shown
     scrollToBottom();
     updateControls();
@@ -155,6 +166,7 @@
     if (turn.replaced) turn.replaced.hidden = false;
     turn.continues.forEach((button) => { button.hidden = false; });
     if (turn.userText !== null && !turn.edit && !input.value) { input.value = turn.userText; autosize(); }
+    if (turn.files.length) files.restore(turn.files); // still drafts: the server saved nothing
     view.refreshEmptyHint();
     turn = null;
     view.refreshVersions();
@@ -175,6 +187,7 @@
   }
 
   function onFrame(frame) {
+    if (frame.followed) { following.onFrame(frame); return; }
     switch (frame.type) {
       case "start":
         if (!turn) return;
@@ -262,12 +275,13 @@
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const text = input.value;
-    if (!text.trim() || turn) return;
+    if ((!text.trim() && !files.ids().length) || files.busy() || turn || following.busy()) return;
     if (text.length > config.maxChars) { showNotice(limitText(T.too_long, text.length)); return; }
-    if (!send({ type: "user_message", content: text, profile: profile(), parent_id: shownId(".msg") })) return;
+    if (!send({ type: "user_message", content: text, profile: profile(), parent_id: shownId(".msg"),
+                attachments: files.ids() })) return;
     input.value = "";
     autosize();
-    beginTurn(text);
+    beginTurn(text, undefined, files.take());
   });
 
   input.addEventListener("keydown", (event) => {

@@ -10,6 +10,10 @@
  * while they stream), # headings, - / * / + lists, 1. lists, > quotes (holding any of these blocks),
  * | tables | (a header row, a |---|:--:| row, then rows), --- rules, paragraphs. Inline: `code`,
  * **bold**, *italic*, [text](https://link). Code blocks carry class "language-NAME" for the highlighter.
+ * Math: $...$ and \(...\) inline, $$...$$ and \[...\] displayed (on one line, or as a block of lines; a
+ * block not closed yet is marked "open"), left as escaped TeX in a span / div of class "math-inline" /
+ * "math-display" for math.js to typeset. A $ opens math only before a non-space and closes only after
+ * one, not before a digit, and never when escaped (\$): "$5 and $10" stays text.
  *
  *   PagodaMarkdown.render(text, {copyLabel: "Copy"}) -> HTML string
  *   PagodaMarkdown.escapeHtml(text) -> text with & < > " ' escaped
@@ -32,10 +36,26 @@
         '<a href="$2" target="_blank" rel="noopener noreferrer nofollow">$1</a>');
   }
 
+  // Inline math, in the order tried: $$..$$, \[..\], \(..\), $..$ (see the rules at the top).
+  const INLINE_MATH = /((?<!\\)\$\$[^\n]+?\$\$|\\\[[^\n]+?\\\]|\\\([^\n]+?\\\)|(?<![\\$])\$(?=[^\s$])[^$\n]*?[^\s$\\]\$(?![\d$]))/g;
+
+  function mathSpan(source) {
+    const display = source.startsWith("$$") || source.startsWith("\\[");
+    const tex = display || source.startsWith("\\(") ? source.slice(2, -2) : source.slice(1, -1);
+    return display ? '<span class="math-display">' + tex + "</span>" : '<span class="math-inline">' + tex + "</span>";
+  }
+
+  // Math is set aside (as \uE000<n>\uE001) while emphasis and links apply, so **$x$** is bold math.
+  function textAndMath(escaped) {
+    const spans = [];
+    const marked = escaped.replace(INLINE_MATH, (source) => "\uE000" + (spans.push(mathSpan(source)) - 1) + "\uE001");
+    return emphasis(marked).replace(/\uE000(\d+)\uE001/g, (mark, n) => (n < spans.length ? spans[n] : mark));
+  }
+
   function inline(escaped) {
-    // Code spans first, so nothing inside them is read as emphasis or links.
+    // Code spans first, so nothing inside them is read as math, emphasis or links; then math.
     return escaped.split(/(`[^`\n]+`)/g)
-      .map((part, i) => (i % 2 === 1 ? "<code>" + part.slice(1, -1) + "</code>" : emphasis(part)))
+      .map((part, i) => (i % 2 === 1 ? "<code>" + part.slice(1, -1) + "</code>" : textAndMath(part)))
       .join("");
   }
 
@@ -72,6 +92,9 @@
   const NUMBERED = /^\s*\d{1,9}[.)]\s+(.*)$/;
   const QUOTE = /^ {0,3}&gt;\s?(.*)$/;
   const RULE = /^\s*(?:-{3,}|\*{3,}|_{3,})\s*$/;
+  // A displayed formula's first line: $$ or \[ with the rest of the line (closed on it, or on a later line).
+  const MATH_OPEN = /^ {0,3}(\$\$|\\\[)(.*)$/;
+  const MATH_CLOSE = { "$$": "$$", "\\[": "\\]" };
 
   function render(source, options) {
     const copyLabel = (options && options.copyLabel) || "Copy";
@@ -85,6 +108,26 @@
       "</tr></thead><tbody>" +
       rows.map((row) => "<tr>" + header.map((_, i) => cell("td", row[i], i)).join("") + "</tr>").join("") +
       "</tbody></table></div>";
+  }
+
+  // A displayed formula starting at lines[start] (its opening matched as `m`): [html, the next line's
+  // index], or null when the line is not one (its closer is followed by more text: inline math then).
+  function displayMath(m, lines, start) {
+    const close = MATH_CLOSE[m[1]];
+    const rest = m[2];
+    const closedAt = rest.indexOf(close);
+    if (closedAt >= 0) {
+      if (rest.slice(closedAt + close.length).trim()) return null;
+      return ['<div class="math-display">' + rest.slice(0, closedAt) + "</div>", start + 1];
+    }
+    const tex = [rest];
+    let i = start + 1;
+    while (i < lines.length && !lines[i].includes(close)) tex.push(lines[i++]);
+    if (i >= lines.length) { // not closed (yet): shown as it is, typeset once it closes
+      return ['<div class="math-display open">' + tex.join("\n") + "</div>", i];
+    }
+    tex.push(lines[i].slice(0, lines[i].indexOf(close)));
+    return ['<div class="math-display">' + tex.join("\n") + "</div>", i + 1];
   }
 
   // `lines` are escaped already; a quote renders its own lines through here again (depth-limited).
@@ -118,6 +161,11 @@
         const open = i >= lines.length; // no closing fence (yet): the rest is code
         i++; // the closing fence
         out.push(codeBlock(code.join("\n"), lang, info, copyLabel, open));
+      } else if ((m = line.match(MATH_OPEN)) && displayMath(m, lines, i)) {
+        flush();
+        const [html, next] = displayMath(m, lines, i);
+        out.push(html);
+        i = next;
       } else if (line.includes("|") && i + 1 < lines.length && TABLE_SEPARATOR.test(lines[i + 1]) &&
                  lines[i + 1].includes("-") && (lines[i + 1].includes("|") || line.trim().startsWith("|"))) {
         flush();

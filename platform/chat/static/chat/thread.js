@@ -78,6 +78,7 @@
     function renderMarkdown(body, raw) {
       body.innerHTML = window.PagodaMarkdown.render(raw, { copyLabel: T.copy });
       highlight(body);
+      if (window.PagodaMath) window.PagodaMath.typeset(body);
     }
 
     function setUsage(article, usage) {

@@ -1,0 +1,170 @@
+"""One reply at a time per conversation across tabs, and the other tabs following it live: two sockets
+of one user on one conversation, on the real engine, through the in-memory channel layer and (when a
+Redis answers at REDIS_URL or 127.0.0.1:6379) through channels-redis; and the reply lease itself
+(chat.turn_lock): taken by one owner only, given back, and free again once a dead holder's expires."""
+import asyncio
+import os
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from chat import turn_lock
+from chat.models import Conversation, Message
+from chat_testing import chat_socket, db, first_delta, frames_until_end, next_frame, send, texts
+
+REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+
+
+def _redis_reachable() -> bool:
+    try:
+        import redis
+
+        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
+    except Exception:  # noqa: BLE001 - not installed, not running
+        return False
+
+
+@pytest.fixture(params=["memory", "redis"])
+def channel_layer(request, settings):
+    """The in-memory layer, or channels-redis with a prefix of its own (other test runs may share the Redis)."""
+    if request.param == "redis":
+        if not _redis_reachable():
+            pytest.skip(f"needs Redis at {REDIS_URL}")
+        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {
+            "hosts": [REDIS_URL], "prefix": f"pagoda-test-{uuid.uuid4().hex[:8]}"}}}
+    else:
+        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    return request.param
+
+
+@db
+def _messages(conversation_id: int) -> list[Message]:
+    return list(Message.objects.filter(conversation_id=conversation_id).order_by("created_at", "id"))
+
+
+async def _frames_of_followed_reply(communicator) -> list[dict]:
+    """A following tab's frames up to the followed reply's done or error (any other frame kept too)."""
+    frames = []
+    while not frames or not (frames[-1].get("followed") and frames[-1]["type"] in ("done", "error")):
+        frames.append(await next_frame(communicator))
+    return frames
+
+
+# --- the lease --------------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_the_lease_has_one_owner_until_given_back(conversation):
+    assert turn_lock.acquire(conversation.pk, "tab-a", 30)
+    assert not turn_lock.acquire(conversation.pk, "tab-b", 30)
+    assert turn_lock.acquire(conversation.pk, "tab-a", 30)  # the owner renews it
+    assert turn_lock.holder(conversation.pk) == "tab-a"
+    assert not turn_lock.release(conversation.pk, "tab-b")  # only its owner gives it back
+    assert turn_lock.release(conversation.pk, "tab-a")
+    assert turn_lock.holder(conversation.pk) is None
+    assert turn_lock.acquire(conversation.pk, "tab-b", 30)
+
+
+@pytest.mark.django_db
+def test_a_dead_holders_lease_expires(conversation):
+    assert turn_lock.acquire(conversation.pk, "crashed", 30)
+    Conversation.objects.filter(pk=conversation.pk).update(reply_lock_expires_at=timezone.now() - timedelta(seconds=1))
+    assert turn_lock.holder(conversation.pk) is None
+    assert turn_lock.acquire(conversation.pk, "next", 30)
+    assert not turn_lock.release(conversation.pk, "crashed")  # the late owner cannot free the new one's
+    assert turn_lock.holder(conversation.pk) == "next"
+
+
+# --- two tabs -----------------------------------------------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+async def test_a_second_tab_is_refused_and_follows_the_reply(engine, channel_layer, conversation, member, session_key):
+    key = await db(session_key)(member)
+    async with chat_socket(conversation.pk, key) as (a, _), chat_socket(conversation.pk, key) as (b, _):
+        await send(a, {"type": "user_message", "content": "Tell me a story.", "profile": "long"})
+        own = await first_delta(a)
+        await send(b, {"type": "user_message", "content": "Me too"})
+        await send(b, {"type": "regenerate"})
+        followed = await _frames_of_followed_reply(b)
+        own += await frames_until_end(a)
+
+        errors = [f for f in followed if f["type"] == "error" and not f.get("followed")]
+        assert [f["code"] for f in errors] == ["reply_in_progress", "reply_in_progress"]
+        assert "another tab" in errors[0]["message"]
+        start = next(f for f in followed if f["type"] == "start")
+        assert start["followed"] is True and start["user_content"] == "Tell me a story."
+        assert start["message_id"] == own[0]["message_id"] and start["user_message_id"] == own[0]["user_message_id"]
+        assert all(f["message_id"] == start["message_id"] for f in followed if f["type"] == "delta")
+        done = followed[-1]
+        assert done["type"] == "done" and done["status"] == own[-1]["status"] == "complete"
+        assert texts(followed) == texts(own) == done["content"]
+
+        # The lease was given back: the second tab now writes its own reply, and the first one follows.
+        await send(b, {"type": "user_message", "content": "Now me."})
+        mine = await frames_until_end(b)
+        theirs = await _frames_of_followed_reply(a)
+    assert mine[-1]["type"] == "done" and theirs[-1]["content"] == texts(mine)
+    assert theirs[0]["user_content"] == "Now me."
+    rows = await _messages(conversation.pk)
+    assert [m.content for m in rows if m.role == "user"] == ["Tell me a story.", "Now me."]  # nothing of the refused
+    assert rows[1].content == done["content"]
+    assert await db(turn_lock.holder)(conversation.pk) is None
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_stop_from_the_following_tab_stops_the_reply(engine, channel_layer, conversation, member, session_key):
+    key = await db(session_key)(member)
+    async with chat_socket(conversation.pk, key) as (a, _), chat_socket(conversation.pk, key) as (b, _):
+        await send(a, {"type": "user_message", "content": "Count to fifty.", "profile": "long"})
+        await first_delta(a)
+        while (await next_frame(b))["type"] != "delta":
+            pass
+        await send(b, {"type": "stop"})
+        done = (await frames_until_end(a))[-1]
+        followed = (await _frames_of_followed_reply(b))[-1]
+    assert done["status"] == followed["status"] == "stopped" and done["usage"]["completion_tokens"] < 48
+    assert (await _messages(conversation.pk))[-1].status == Message.Status.STOPPED
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_lease_left_by_a_crashed_reply_blocks_only_until_it_expires(engine, conversation, member, session_key):
+    await db(turn_lock.acquire)(conversation.pk, "a process that died", 30)
+    key = await db(session_key)(member)
+    async with chat_socket(conversation.pk, key) as (a, _):
+        await send(a, {"type": "user_message", "content": "Hello?"})
+        refused = await next_frame(a)
+        await db(lambda: Conversation.objects.filter(pk=conversation.pk).update(
+            reply_lock_expires_at=timezone.now() - timedelta(seconds=1)))()
+        await send(a, {"type": "user_message", "content": "Hello again?"})
+        frames = await frames_until_end(a)
+    assert refused["type"] == "error" and refused["code"] == "reply_in_progress"
+    assert frames[0]["type"] == "start" and frames[-1]["type"] == "done"
+    assert [m.content for m in await _messages(conversation.pk) if m.role == "user"] == ["Hello again?"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_reply_refused_before_it_starts_gives_the_lease_back(engine, conversation, member, session_key):
+    key = await db(session_key)(member)
+    async with chat_socket(conversation.pk, key) as (a, _):
+        await send(a, {"type": "regenerate"})  # nothing to regenerate yet
+        frame = await next_frame(a)
+    assert frame["code"] == "nothing_to_regenerate"
+    assert await db(turn_lock.holder)(conversation.pk) is None
+
+
+async def test_followers_stop_telling_once_the_layer_fails(monkeypatch):
+    from chat import follow
+
+    monkeypatch.setattr(follow, "SEND_TIMEOUT_S", 0.05)
+
+    class Unreachable:
+        num_sends = 0
+
+        async def group_send(self, group, message):
+            self.num_sends += 1
+            await asyncio.sleep(60)
+
+    layer = Unreachable()
+    followers = follow.Followers(layer, 1, "me")
+    await followers.tell("{}")
+    await followers.tell("{}")  # broken after the first: the reply never waits on it again
+    assert followers.broken and layer.num_sends == 1
