@@ -7,13 +7,15 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+
 from api import ratelimit, services
 from api.errors import ApiError
 from api.generation import RunGroup
 from api.models import ApiKey
 from governance import ledger
 from observability.arrival import request_arrival
-from pagoda.db import db_call
+from pagoda import ttl_cache
+from pagoda.db import db_call, is_unavailable
 from tenants.models import SamplingProfile
 
 logger = logging.getLogger(__name__)
@@ -79,5 +81,9 @@ class ApiCall:
                                         if run and run.first_token_at is not None else None),
             )
             await db_call(ledger.record_api_call)(usage, self.key)  # governance: the ledger row, releasing the reservation
-        except Exception:  # a lost usage row must not turn a served answer into an error
+        except Exception as exc:  # a lost usage row must not turn a served answer into an error
             logger.exception("could not record API usage of %s", self.request_id or self.endpoint)
+            if is_unavailable(exc):
+                # The database is away: later calls must read it (and get 503) rather than be served
+                # from the cache with no usage row, so the cache is emptied at the first lost row.
+                ttl_cache.clear_all()

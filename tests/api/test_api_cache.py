@@ -127,3 +127,32 @@ def test_a_budget_set_here_applies_to_the_next_call(api, tenant, key, fake_engin
     governance_services.set_budget(tenant, period=Budget.Period.DAY, source=Budget.Source.API, max_tokens=1)
     refused = api.post("chat/completions", CHAT, key)  # the first call's tokens spent it
     assert refused.status_code == 429
+
+
+# --- a database outage ---
+@pytest.mark.django_db
+def test_a_usage_row_lost_to_the_database_empties_the_cache(monkeypatch):
+    """Calls served from the cache during an outage would lose their usage rows: the first row that
+    cannot be written empties every cache, so the next call reads the database (and gets its 503)."""
+    import asyncio
+
+    from django.db import OperationalError
+
+    from api.calls import ApiCall
+
+    tenant = Tenant.objects.create(slug="outage", name="Outage")
+    key, _ = api_services.create_api_key(tenant, "bot")
+    cache = ttl_cache.TTLCache("test", ttl=60.0)
+    cache.put("a", 1, cache.generation())
+
+    def database_gone(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(api_services, "record_api_usage", database_gone)
+    asyncio.run(ApiCall(key=key, endpoint="chat", model="chat")._write())
+    assert ttl_cache.missing(cache.get("a"))
+    # a bad query is a bug, not an outage: it leaves the cache alone
+    cache.put("a", 1, cache.generation())
+    monkeypatch.setattr(api_services, "record_api_usage", lambda *a, **k: 1 / 0)
+    asyncio.run(ApiCall(key=key, endpoint="chat", model="chat")._write())
+    assert cache.get("a") == 1
