@@ -7,22 +7,9 @@ bundled driver only; never `playwright install`): skipped with the reason when e
 Screenshots go to the test's tmp dir; with PAGODA_UPDATE_SCREENSHOTS=1 they are also copied to
 docs/screenshots/ (off by default, so a test run leaves the checkout as it found it).
 """
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
-
 import pytest
+from browser_testing import DESKTOP, browser_page, keep_screenshot, require_browser, serve
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("PAGODA_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--no-first-run"]
 PASSWORD = "e2e-pass-4821"
 SAMPLE_REPLY = (
     "Use **pathlib** or `os.listdir`:\n\n```python\nfrom pathlib import Path\n\nfor path in Path('.').iterdir():\n"
@@ -50,84 +37,18 @@ history.finish_reply(reply, content={SAMPLE_REPLY!r}, status=Message.Status.COMP
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(url: str, server: subprocess.Popen, log: Path, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"daphne exited with {server.returncode}:\n{log.read_text()[-4000:]}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(1)
-    pytest.fail(f"the server was not healthy after {timeout:.0f} s:\n{log.read_text()[-4000:]}")
-
-
 @pytest.fixture(scope="module")
 def chat_server(tmp_path_factory):
-    """A daphne server on a free port of 127.0.0.1, with its own SQLite database, seeded; yields its URL."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y chromium)")
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright==1.65.2)")
-    folder = tmp_path_factory.mktemp("chat-e2e")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)]),
-        "DJANGO_SETTINGS_MODULE": "pagoda.settings",
-        "DATABASE_URL": f"sqlite:///{folder / 'e2e.sqlite3'}",  # its own database, whatever the tests use
-        "PAGODA_VAR_DIR": str(folder),
-        "PAGODA_ENGINE": "on",
-        "PAGODA_DEVICE": os.environ.get("PAGODA_DEVICE", "cpu"),
-        "PAGODA_PIN_SYNC_SECONDS": "0",
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "DEBUG": "false",
-        "LOG_LEVEL": "WARNING",
-    }
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "--noinput"], env={**env, "PAGODA_ENGINE": "off"}, check=True,
-                   capture_output=True, timeout=300)
-    subprocess.run([*manage, "shell", "-c", SEED], env={**env, "PAGODA_ENGINE": "off"}, check=True,
-                   capture_output=True, timeout=300)
-    port = _free_port()
-    log = folder / "daphne.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                   "pagoda.asgi:application"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, server, log)
+    """A seeded daphne server with the real engine on a free port of 127.0.0.1; yields its URL."""
+    require_browser()
+    with serve(tmp_path_factory.mktemp("chat-e2e"), SEED, engine=True) as url:
         yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 @pytest.fixture
 def page(chat_server):
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=120_000)  # replies come from a CPU
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 800}, locale="en-US")
-        page = context.new_page()
-        page.set_default_timeout(120_000)  # replies come from a CPU
-        page.errors = []
-        page.on("pageerror", lambda error: page.errors.append(str(error)))
+    with browser_page(DESKTOP) as page:  # its default timeout suits replies from a CPU
         yield page
-        browser.close()
 
 
 def _wait_streaming_text(page) -> None:
@@ -212,9 +133,8 @@ def test_chat_in_a_real_browser(chat_server, page, tmp_path):
     expect(page.locator(".new-chat-button").first).to_contain_text("새 대화")
     expect(page.locator(".msg-assistant").last.locator(".badge.stopped")).to_have_text("중지됨")
     page.screenshot(path=tmp_path / "chat-ko.png")
-    if os.environ.get("PAGODA_UPDATE_SCREENSHOTS") == "1":
-        for name in ("chat.png", "chat-markdown.png", "chat-streaming.png", "chat-ko.png"):
-            shutil.copy(tmp_path / name, ROOT / "docs" / "screenshots" / name)
+    for name in ("chat.png", "chat-markdown.png", "chat-streaming.png", "chat-ko.png"):
+        keep_screenshot(tmp_path / name)
 
     # Regenerate the stopped reply with the short profile: it takes the old one's place on the page, which
     # stays one click away (‹ 1 / 2 ›).
