@@ -23,7 +23,7 @@ import torch
 from inference.config import EngineConfig
 from inference.engine import LLMEngine
 from inference.models import ModelArgs
-from .hf_peer import hf_generate, hf_generate_batch
+from .hf_peer import hf_generate, hf_generate_batch, hf_greedy, identical_prefix
 from .prefix import format_prefix, profile_pinned_step, run_prefix_bench
 from .prefix_overhead import format_prefix_overhead, run_prefix_overhead
 from .workload import Run, profile_decode, random_prompts, run_engine
@@ -132,18 +132,9 @@ def greedy_agreement(hf, engine: LLMEngine, num: int = 4, prompt_len: int = 64, 
     """How many greedy tokens agree with HF (bf16 on random weights: near-ties make late tokens drift)."""
     prompts = random_prompts(num, [prompt_len] * num, engine.model_args.vocab_size, seed=1)
     ours = run_engine(engine, "agree", prompts, [out_len] * num).token_ids
-    first_match, total_match = 0, 0
-    for mine, p in zip(ours, prompts):
-        with torch.inference_mode():
-            ref = hf.generate(torch.tensor([p], device="cuda"), max_new_tokens=out_len, do_sample=False,
-                              eos_token_id=None, pad_token_id=0)[0, prompt_len:].tolist()
-        first_match += int(mine[:1] == ref[:1])
-        same = 0
-        for a, b in zip(mine, ref):
-            if a != b:
-                break
-            same += 1
-        total_match += same
+    refs = [hf_greedy(hf, p, out_len) for p in prompts]
+    first_match = sum(int(mine[:1] == ref[:1]) for mine, ref in zip(ours, refs))
+    total_match = sum(identical_prefix(mine, ref) for mine, ref in zip(ours, refs))
     return (f"first token equal {first_match}/{num}; identical greedy prefix {total_match}/{num * out_len} "
             "tokens")
 

@@ -55,3 +55,22 @@ def hf_generate_batch(model, name: str, prompts: list[list[int]], output_len: in
         return "hf generate_batch produced no tokens (failed; see the log above)"
     n_out = sum(len(r.generated_tokens) for r in results.values())
     return Run(name, len(prompts), n_out, seconds, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
+
+
+def hf_greedy(model, prompt: list[int], output_len: int) -> list[int]:
+    """HF's greedy continuation of one prompt, exactly output_len tokens (EOS ignored)."""
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        out = model.generate(torch.tensor([prompt], device=device), max_new_tokens=output_len, do_sample=False,
+                             eos_token_id=None, pad_token_id=0)
+    return out[0, len(prompt):].tolist()
+
+
+def identical_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading tokens two sequences share."""
+    same = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        same += 1
+    return same

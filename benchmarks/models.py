@@ -32,7 +32,7 @@ from inference.config import EngineConfig
 from inference.engine import LLMEngine
 from inference.models import ModelArgs
 
-from .hf_peer import hf_generate
+from .hf_peer import hf_generate, hf_greedy, identical_prefix
 from .workload import random_prompts, run_engine
 
 GiB = 1024 ** 3
@@ -191,19 +191,10 @@ def copy_bandwidth() -> float:
     return 2 * (1 << 30) * 2 / (ms * 1e-3)
 
 
-def agreement(engine_tokens: list[list[int]], hf, prompts: list[list[int]], out_len: int, device: str) -> dict:
-    first, prefix = 0, 0
-    for mine, p in zip(engine_tokens, prompts):
-        with torch.inference_mode():
-            ref = hf.generate(torch.tensor([p], device=device), max_new_tokens=out_len, do_sample=False,
-                              eos_token_id=None, pad_token_id=0)[0, len(p):].tolist()
-        first += int(mine[:1] == ref[:1])
-        same = 0
-        for a, b in zip(mine, ref):
-            if a != b:
-                break
-            same += 1
-        prefix += same
+def agreement(engine_tokens: list[list[int]], hf, prompts: list[list[int]], out_len: int) -> dict:
+    refs = [hf_greedy(hf, p, out_len) for p in prompts]
+    first = sum(int(mine[:1] == ref[:1]) for mine, ref in zip(engine_tokens, refs))
+    prefix = sum(identical_prefix(mine, ref) for mine, ref in zip(engine_tokens, refs))
     return {"prompts": len(prompts), "first_token_equal": first, "identical_prefix_tokens": prefix,
             "of_tokens": len(prompts) * out_len}
 
@@ -254,7 +245,7 @@ def run_family(name: str, smoke: bool, batches: list[int], device: str, bandwidt
     del engine
     free_memory()
     hf = build_hf(config, device, dtype)  # the same seed: the same weights
-    result["bf16_agreement" if not smoke else "agreement"] = agreement(engine_agree, hf, agree_prompts, 16, device)
+    result["bf16_agreement" if not smoke else "agreement"] = agreement(engine_agree, hf, agree_prompts, 16)
     for batch in batches:
         if not hf_batch_fits(args, config, batch, wbytes, prompt_len, output_len):
             result["hf_tok_s"][batch] = "skipped: its KV cache would not fit"
@@ -285,12 +276,7 @@ def fp32_equality(name: str, device: str) -> dict:
     prompts = random_prompts(3, [5, 40, 130], args.vocab_size, seed=2)
     ours = run_engine(engine, "eq", prompts, [24] * 3).token_ids
     engine.shutdown()
-    same = 0
-    for mine, p in zip(ours, prompts):
-        with torch.inference_mode():
-            ref = hf.generate(torch.tensor([p], device=device), max_new_tokens=24, do_sample=False,
-                              eos_token_id=None, pad_token_id=0)[0, len(p):].tolist()
-        same += int(mine == ref)
+    same = sum(int(mine == hf_greedy(hf, p, 24)) for mine, p in zip(ours, prompts))
     del hf, engine
     free_memory()
     print(f"  {name} fp32 small shape: {same}/3 prompts' 24 greedy tokens identical to HF", flush=True)
