@@ -96,16 +96,20 @@ def check_paged_attention_inputs(
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
     out: torch.Tensor | None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
     **metadata: torch.Tensor,
 ) -> None:
-    """Checks shared by the paged attention launchers; `metadata` are further 1-D int32 tensors."""
+    """Checks shared by the paged attention launchers; `metadata` are further 1-D int32 tensors. An
+    e4m3 cache is read by float queries and needs k_scale / v_scale (check_kv_scales)."""
     check_kv_caches(k_cache, v_cache)
+    check_kv_scales(k_cache, k_scale, v_scale)
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     # tl.dot tiles need a power-of-two inner dimension of at least 16.
     if head_dim < 16 or head_dim > 256 or head_dim & (head_dim - 1):
         raise ValueError(f"head_dim must be a power of two in [16, 256], got {head_dim}")
     check_dtype("q", q, FLOAT_DTYPES)
-    if q.dtype != k_cache.dtype:
+    if q.dtype != k_cache.dtype and k_cache.dtype != FP8_KV_DTYPE:
         raise TypeError(f"q dtype {q.dtype} differs from the cache dtype {k_cache.dtype}")
     check_shape("q", q, (None, None, head_dim))
     check_last_dim_contiguous("q", q)
