@@ -162,14 +162,15 @@ def _rotary_kernel(
                 # k1, k2 are already rounded to k's dtype, as the reference quantizes the stored k.
                 k_scale = tl.load(k_scale_ptr)
                 v_scale = tl.load(v_scale_ptr)
-                k1 = _to_e4m3(k1, k_scale)
-                k2 = _to_e4m3(k2, k_scale)
-                v1 = _to_e4m3(v1, v_scale)
-                v2 = _to_e4m3(v2, v_scale)
-            tl.store(k_cache_ptr + cache, k1, mask=mask)
-            tl.store(k_cache_ptr + cache + HALF_DIM, k2, mask=mask)
-            tl.store(v_cache_ptr + cache, v1, mask=mask)
-            tl.store(v_cache_ptr + cache + HALF_DIM, v2, mask=mask)
+                tl.store(k_cache_ptr + cache, _to_e4m3(k1, k_scale), mask=mask)
+                tl.store(k_cache_ptr + cache + HALF_DIM, _to_e4m3(k2, k_scale), mask=mask)
+                tl.store(v_cache_ptr + cache, _to_e4m3(v1, v_scale), mask=mask)
+                tl.store(v_cache_ptr + cache + HALF_DIM, _to_e4m3(v2, v_scale), mask=mask)
+            else:
+                tl.store(k_cache_ptr + cache, k1, mask=mask)
+                tl.store(k_cache_ptr + cache + HALF_DIM, k2, mask=mask)
+                tl.store(v_cache_ptr + cache, v1, mask=mask)
+                tl.store(v_cache_ptr + cache + HALF_DIM, v2, mask=mask)
 
 
 def apply_rotary(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor) -> None:
