@@ -28,11 +28,15 @@ class StepContext:
     windows: each layer's sliding window (None: global), e.g. ModelArgs.layer_windows(); None: every
     layer global. A window no sequence of the step can exceed (>= meta.max_seq_len, which a CUDA graph
     sets to the model's max length) is run as global: the same keys, without the window's masks.
+    kv_scales: [num_layers, 2] fp32, each layer's (k_scale, v_scale) when the caches are e4m3 (they
+    store K / k_scale and V / v_scale; the kernels read them on the device); None for float caches.
     """
 
     def __init__(self, kv_caches: list[tuple[torch.Tensor, torch.Tensor]], meta: AttentionMetadata,
-                 cos_sin_cache: torch.Tensor, scale: float, windows: Sequence[int | None] | None = None):
+                 cos_sin_cache: torch.Tensor, scale: float, windows: Sequence[int | None] | None = None,
+                 kv_scales: torch.Tensor | None = None):
         self.kv_caches = kv_caches
+        self.kv_scales = kv_scales
         self.meta = meta
         self.cos_sin_cache = cos_sin_cache
         self.scale = scale
@@ -47,26 +51,32 @@ class StepContext:
                   positions: torch.Tensor) -> torch.Tensor:
         k_cache, v_cache = self.kv_caches[layer_idx]
         meta = self.meta
-        ops.rotary_and_write_kv(q, k, v, positions, self.cos_sin_cache, k_cache, v_cache, meta.slot_mapping)
-        return self.attend(q, k_cache, v_cache, meta.block_tables, self.windows[layer_idx])
+        # one-element views: the kernels load the scales, so a captured graph reads the current ones
+        k_scale, v_scale = (None, None) if self.kv_scales is None else (
+            self.kv_scales[layer_idx, 0:1], self.kv_scales[layer_idx, 1:2])
+        ops.rotary_and_write_kv(q, k, v, positions, self.cos_sin_cache, k_cache, v_cache, meta.slot_mapping,
+                                k_scale, v_scale)
+        return self.attend(q, k_cache, v_cache, meta.block_tables, self.windows[layer_idx], k_scale, v_scale)
 
     def attend(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-               block_tables: torch.Tensor, window: int | None = None) -> torch.Tensor:
+               block_tables: torch.Tensor, window: int | None = None, k_scale: torch.Tensor | None = None,
+               v_scale: torch.Tensor | None = None) -> torch.Tensor:
         """Attend q [N, Hq, D] over the caches through block_tables (this step's K/V already written);
-        window: the layer's sliding window (None: every earlier key)."""
+        window: the layer's sliding window (None: every earlier key); k_scale, v_scale: an e4m3
+        cache's."""
         meta = self.meta
         if not ops.uses_triton(q):  # the CPU path: the whole step in a few batched torch ops
             plan = self.batched_plan(q, k_cache, block_tables, window)
-            return ops.paged_attention_batched(q, k_cache, v_cache, plan, self.scale)
+            return ops.paged_attention_batched(q, k_cache, v_cache, plan, self.scale, k_scale, v_scale)
         if meta.decode_only:
             return ops.paged_attention_decode(q, k_cache, v_cache, block_tables, meta.seq_lens,
-                                              self.scale, meta.max_seq_len, window)
+                                              self.scale, meta.max_seq_len, window, k_scale, v_scale)
         # The split count comes from host ints only, so a CUDA graph captured with max_seq_len = the
         # model's max length stays valid at replay.
         return ops.paged_attention_prefill(q, k_cache, v_cache, block_tables, meta.cu_seqlens_q,
                                            meta.seq_lens, self.scale, meta.max_q_len,
                                            self.prefill_splits(q, k_cache, window), max_seq_len=meta.max_seq_len,
-                                           window=window)
+                                           window=window, k_scale=k_scale, v_scale=v_scale)
 
     def batched_plan(self, q: torch.Tensor, k_cache: torch.Tensor, block_tables: torch.Tensor,
                      window: int | None = None) -> ops.PagedAttentionPlan:

@@ -109,11 +109,7 @@ class ModelRunner:
         self.graphs = self.prefill_graphs = None
         self.gemm_choices = []
         self._bitmask_host: torch.Tensor | None = None  # structured outputs' token bitmask, reused
-        if self.kv_dtype != self.dtype and self.device.type == "cuda":
-            # The paged attention kernels do not read e4m3 yet: steps read a dequantized copy of their
-            # blocks (quantization/kv_cache.py), whose size follows the batch, so no graphs are captured.
-            log.warning("kv_cache_dtype='fp8' on CUDA runs eagerly through a dequantize step")
-        elif self.device.type == "cuda" and not config.enforce_eager:
+        if self.device.type == "cuda" and not config.enforce_eager:
             from .cuda_graphs import DecodeGraphs, PrefillGraphs
 
             if config.tune_gemms:
@@ -182,10 +178,7 @@ class ModelRunner:
         activations = (c.max_num_batched_tokens * (4 * a.intermediate_size + 8 * a.hidden_size) * 4
                        + c.max_num_seqs * a.vocab_size * 4 * 6)
         budget = total * c.gpu_memory_utilization - (total - free) - activations - 2 * 1024**3
-        per_block = self.bytes_per_block()
-        if self.kv_dtype != self.dtype:  # an FP8 pool is read through a model-dtype copy of one layer's blocks
-            per_block += per_block * self.dtype.itemsize // a.num_layers
-        return max(2, int(budget // per_block))
+        return max(2, int(budget // self.bytes_per_block()))
 
     # -- one step ------------------------------------------------------------------------------------
     def prepare(self, out: SchedulerOutput) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata, list[int]]:
@@ -248,12 +241,9 @@ class ModelRunner:
 
     def step_context(self, meta: AttentionMetadata) -> StepContext:
         """The ForwardContext of one step (eager or captured) over this runner's KV caches."""
-        if self.kv_dtype != self.dtype:
-            from .quantization.kv_cache import Fp8KVStepContext
-
-            return Fp8KVStepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale, self.kv_scales,
-                                    self.layer_windows)
-        return StepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale, self.layer_windows)
+        # An e4m3 pool: the kernels read it with each layer's scales (no dequantized copy, graphs kept).
+        kv_scales = self.kv_scales if self.kv_dtype != self.dtype else None
+        return StepContext(self.kv_caches, meta, self.cos_sin_cache, self.scale, self.layer_windows, kv_scales)
 
     @torch.inference_mode()
     def execute(self, out: SchedulerOutput) -> list[StepResult | None]:

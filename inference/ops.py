@@ -46,13 +46,17 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
     return kernels.rms_norm_ref(x, weight, eps, residual)
 
 
-def rotary_and_write_kv(q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping) -> None:
+def rotary_and_write_kv(q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping,
+                        k_scale=None, v_scale=None) -> None:
     """Rotate q [N, Hq, D] and k [N, Hkv, D] in place by their positions, then write k and v into the
-    paged cache at slot_mapping (-1: padding, not written). One kernel on CUDA."""
+    paged cache at slot_mapping (-1: padding, not written); an e4m3 cache stores them divided by
+    k_scale / v_scale. One kernel on CUDA."""
     if _triton(q):
-        kernels.apply_rotary_and_write_kv(q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping)
+        kernels.apply_rotary_and_write_kv(q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping,
+                                          k_scale, v_scale)
     else:
-        kernels.apply_rotary_and_write_kv_ref(q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping)
+        kernels.apply_rotary_and_write_kv_ref(q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping,
+                                              k_scale, v_scale)
 
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
@@ -62,11 +66,13 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
 
 
 def paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, scale, max_seq_len,
-                           window: int | None = None):
+                           window: int | None = None, k_scale=None, v_scale=None):
     if _triton(q):
         return kernels.paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, scale,
-                                              max_seq_len=max_seq_len, window=window)
-    return kernels.paged_attention_decode_ref(q, k_cache, v_cache, block_tables, seq_lens, scale, window=window)
+                                              max_seq_len=max_seq_len, window=window, k_scale=k_scale,
+                                              v_scale=v_scale)
+    return kernels.paged_attention_decode_ref(q, k_cache, v_cache, block_tables, seq_lens, scale, window=window,
+                                              k_scale=k_scale, v_scale=v_scale)
 
 
 def prefill_splits(q, k_cache, num_seqs: int, max_q_len: int, max_seq_len: int, window: int | None = None) -> int:
@@ -78,18 +84,19 @@ def prefill_splits(q, k_cache, num_seqs: int, max_q_len: int, max_seq_len: int, 
 
 
 def paged_attention_prefill(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, scale, max_q_len,
-                            num_splits: int = 1, max_seq_len: int | None = None, window: int | None = None):
+                            num_splits: int = 1, max_seq_len: int | None = None, window: int | None = None,
+                            k_scale=None, v_scale=None):
     if _triton(q):
         if num_splits > 1:
             # Few new tokens over a long context (a chat turn after a cached prefix): the key range is
             # split across programs so the whole GPU works on it.
             return kernels.paged_attention_prefill_split(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens,
                                                          scale, max_q_len, num_splits, max_seq_len=max_seq_len,
-                                                         window=window)
+                                                         window=window, k_scale=k_scale, v_scale=v_scale)
         return kernels.paged_attention_prefill(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens,
-                                               scale, max_q_len, window=window)
+                                               scale, max_q_len, window=window, k_scale=k_scale, v_scale=v_scale)
     return kernels.paged_attention_prefill_ref(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens,
-                                               scale, max_q_len, window=window)
+                                               scale, max_q_len, window=window, k_scale=k_scale, v_scale=v_scale)
 
 
 def plan_batched_attention(block_tables, seq_lens, cu_seqlens_q, block_size: int, num_rows: int,
@@ -99,9 +106,10 @@ def plan_batched_attention(block_tables, seq_lens, cu_seqlens_q, block_size: int
     return kernels.plan_paged_attention(block_tables, seq_lens, cu_seqlens_q, block_size, num_rows, dtype, window)
 
 
-def paged_attention_batched(q, k_cache, v_cache, plan: PagedAttentionPlan, scale: float) -> torch.Tensor:
+def paged_attention_batched(q, k_cache, v_cache, plan: PagedAttentionPlan, scale: float,
+                            k_scale=None, v_scale=None) -> torch.Tensor:
     """Decode, prefill and mixed rows of a step in a few batched torch ops (the CPU path; any device)."""
-    return kernels.paged_attention_torch(q, k_cache, v_cache, plan, scale)
+    return kernels.paged_attention_torch(q, k_cache, v_cache, plan, scale, k_scale, v_scale)
 
 
 def unpack_step_row(row, positions, slots, seq_lens, cu_seqlens_q, block_table, last_index, max_rows: int,

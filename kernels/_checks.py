@@ -12,6 +12,11 @@ import os
 import torch
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# The FP8 KV cache's element type (tl.float8e4nv in the kernels) and its largest finite value, where
+# stores saturate: stored = e4m3(x / scale).
+FP8_KV_DTYPE = torch.float8_e4m3fn
+FP8_KV_MAX = 448.0
+KV_CACHE_DTYPES = (*FLOAT_DTYPES, FP8_KV_DTYPE)
 
 
 def interpreting() -> bool:
@@ -53,8 +58,9 @@ def check_contiguous(name: str, t: torch.Tensor) -> None:
 
 
 def check_kv_caches(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
-    """The engine contract: [num_blocks, block_size, num_kv_heads, head_dim], contiguous, same dtype."""
-    check_dtype("k_cache", k_cache, FLOAT_DTYPES)
+    """The engine contract: [num_blocks, block_size, num_kv_heads, head_dim], contiguous, same dtype
+    (a float dtype, or e4m3 with per-layer scales: see check_kv_scales)."""
+    check_dtype("k_cache", k_cache, KV_CACHE_DTYPES)
     if k_cache.dim() != 4:
         raise ValueError(
             f"k_cache must be 4-D [num_blocks, block_size, num_kv_heads, head_dim], got {tuple(k_cache.shape)}"
@@ -67,6 +73,22 @@ def check_kv_caches(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
     check_contiguous("v_cache", v_cache)
 
 
+def check_kv_scales(k_cache: torch.Tensor, k_scale, v_scale) -> None:
+    """An e4m3 cache needs its K and V scales (fp32 tensors of one element, on the cache's device: the
+    kernels load them, so a CUDA graph replays with whatever they hold); a float cache takes none."""
+    if k_cache.dtype != FP8_KV_DTYPE:
+        if k_scale is not None or v_scale is not None:
+            raise ValueError(f"k_scale / v_scale are for an e4m3 KV cache, not a {k_cache.dtype} one")
+        return
+    for name, t in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if t is None:
+            raise ValueError(f"an e4m3 KV cache needs {name} (fp32, one element)")
+        check_dtype(name, t, (torch.float32,))
+        if t.numel() != 1:
+            raise ValueError(f"{name} must have one element, got shape {tuple(t.shape)}")
+        check_device(name, t, k_cache.device)
+
+
 def check_paged_attention_inputs(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -74,16 +96,20 @@ def check_paged_attention_inputs(
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
     out: torch.Tensor | None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
     **metadata: torch.Tensor,
 ) -> None:
-    """Checks shared by the paged attention launchers; `metadata` are further 1-D int32 tensors."""
+    """Checks shared by the paged attention launchers; `metadata` are further 1-D int32 tensors. An
+    e4m3 cache is read by float queries and needs k_scale / v_scale (check_kv_scales)."""
     check_kv_caches(k_cache, v_cache)
+    check_kv_scales(k_cache, k_scale, v_scale)
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     # tl.dot tiles need a power-of-two inner dimension of at least 16.
     if head_dim < 16 or head_dim > 256 or head_dim & (head_dim - 1):
         raise ValueError(f"head_dim must be a power of two in [16, 256], got {head_dim}")
     check_dtype("q", q, FLOAT_DTYPES)
-    if q.dtype != k_cache.dtype:
+    if q.dtype != k_cache.dtype and k_cache.dtype != FP8_KV_DTYPE:
         raise TypeError(f"q dtype {q.dtype} differs from the cache dtype {k_cache.dtype}")
     check_shape("q", q, (None, None, head_dim))
     check_last_dim_contiguous("q", q)

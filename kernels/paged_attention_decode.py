@@ -69,6 +69,8 @@ def _decode_split_kernel(
     part_acc_ptr,  # [B, Hq, num_splits, D] fp32, unnormalised sum of p * v
     part_max_ptr,  # [B, Hq, num_splits] fp32, running max of the log2-domain scores
     part_sum_ptr,  # [B, Hq, num_splits] fp32, running sum of exp2(score - max)
+    k_scale_ptr,  # [1] fp32, FP8_KV only: cached K = e4m3(K / k_scale)
+    v_scale_ptr,  # [1] fp32, FP8_KV only
     qk_scale,  # softmax scale * log2(e)
     window,  # SLIDING: the query at p sees keys (p - window, p]
     num_q_heads,
@@ -88,6 +90,7 @@ def _decode_split_kernel(
     BLOCK_N: tl.constexpr,
     SPLIT_K: tl.constexpr,  # num_splits > 1: write partials for the merge kernel
     SLIDING: tl.constexpr,  # a sliding-window layer (else every key is seen)
+    FP8_KV: tl.constexpr,  # e4m3 cache: tiles are converted to q's dtype, the scales applied outside the loop
     DOT_PRECISION: tl.constexpr,
 ):
     # kv_head varies fastest so the Hkv programs of one (sequence, split) run together and jointly
@@ -120,6 +123,8 @@ def _decode_split_kernel(
         other=0.0,
     )  # [BLOCK_G, D]
 
+    if FP8_KV:
+        qk_scale = qk_scale * tl.load(k_scale_ptr)  # q . (k * k_scale) == (q . k) * k_scale
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)
@@ -132,15 +137,21 @@ def _decode_split_kernel(
             bt_row_ptr, pos, mask_n, kv_head_off, stride_cache_block, stride_cache_slot, BLOCK_SIZE, HEAD_DIM
         )
         k = tl.load(k_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
+        if FP8_KV:
+            k = k.to(q.dtype)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_G, BLOCK_N]
         s = tl.where(mask_n[None, :], s, float("-inf"))
         # The first key of every non-empty range is valid, so m_new is finite from the first tile on.
         p, alpha, m_new, l_i = online_softmax_weights(s, m_i, l_i, False)
         # Masked V rows load as 0: unused slots may hold anything, even NaN, and 0 * NaN is NaN.
         v = tl.load(v_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
+        if FP8_KV:
+            v = v.to(q.dtype)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
 
+    if FP8_KV:
+        acc = acc * tl.load(v_scale_ptr)  # sum p * (v * v_scale): once here, not per tile (the merge is linear in acc)
     if not SPLIT_K:
         out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]  # empty sequence: zeros
         tl.store(
@@ -189,11 +200,15 @@ def paged_attention_decode(
     window: int | None = None,
     out: torch.Tensor | None = None,
     config: DecodeConfig | None = None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Decode attention over a paged KV cache; returns out [B, Hq, D] in q's dtype.
 
     q: [B, Hq, D], one query per sequence at position seq_lens[b] - 1 (last dim contiguous).
-    k_cache, v_cache: [num_blocks, block_size, Hkv, D], contiguous, same dtype as q.
+    k_cache, v_cache: [num_blocks, block_size, Hkv, D], contiguous, same dtype as q; or e4m3
+    (torch.float8_e4m3fn) holding K / k_scale and V / v_scale (k_scale, v_scale: fp32 tensors of one
+    element, read on the device).
     block_tables: int32 [B, max_blocks_per_seq]; seq_lens: int32 [B], keys per sequence including
     this step's token (already written to the cache). seq_lens[b] == 0 gives a zero output row.
     num_splits: split-K factor; None picks one from B, Hkv and max_seq_len (a host int: defaults to
@@ -201,8 +216,9 @@ def paged_attention_decode(
     (num_splits is then fixed at capture time). window: a sliding-window layer's window (the query at
     p sees keys p - window + 1 .. p); None attends to every key. out: optional preallocated output.
     """
-    check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out)
+    check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out, k_scale, v_scale)
     check_window(window)
+    fp8_kv = k_scale is not None
     batch, num_q_heads, head_dim = q.shape
     if seq_lens.shape[0] != batch:
         raise ValueError(f"seq_lens has {seq_lens.shape[0]} entries for a batch of {batch} queries")
@@ -234,6 +250,8 @@ def paged_attention_decode(
         part_acc,
         part_max,
         part_sum,
+        k_scale if fp8_kv else seq_lens,
+        v_scale if fp8_kv else seq_lens,
         scale * LOG2E,
         window or 0,
         num_q_heads,
@@ -246,6 +264,7 @@ def paged_attention_decode(
         BLOCK_N=cfg.block_n,
         SPLIT_K=num_splits > 1,
         SLIDING=window is not None,
+        FP8_KV=fp8_kv,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
@@ -280,6 +299,8 @@ def paged_attention_decode_ref(
     window: int | None = None,
     out: torch.Tensor | None = None,
     config: DecodeConfig | None = None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Pure-torch paged_attention_decode (same arguments; num_splits, max_seq_len, config ignored).
 
@@ -299,6 +320,8 @@ def paged_attention_decode_ref(
         # [L, Hkv, D] -> [Hq, L, D]: repeat each kv head for its G query heads.
         k = k_cache[blocks].flatten(0, 1)[first:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
         v = v_cache[blocks].flatten(0, 1)[first:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
+        if k_scale is not None:  # an e4m3 cache holds K / k_scale and V / v_scale
+            k, v = k * k_scale.float(), v * v_scale.float()
         scores = torch.einsum("hd,hld->hl", q[seq].float(), k) * scale  # [Hq, L]
         out[seq] = torch.einsum("hl,hld->hd", scores.softmax(dim=-1), v).to(out.dtype)
     return out

@@ -47,9 +47,11 @@ def prefill_config(head_dim: int, dtype: torch.dtype, gqa_pad: int, max_q_len: i
     return PrefillConfig(block_m=block_m, block_n=block_n, num_warps=num_warps, num_stages=3)
 
 
-def check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out, window) -> None:
+def check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out, window,
+                         k_scale=None, v_scale=None) -> None:
     """The checks of both prefill launchers (this one and the split one)."""
-    check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out, cu_seqlens_q=cu_seqlens_q)
+    check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out, k_scale, v_scale,
+                                 cu_seqlens_q=cu_seqlens_q)
     check_window(window)
     if cu_seqlens_q.shape != (seq_lens.shape[0] + 1,):
         raise ValueError(f"cu_seqlens_q has shape {tuple(cu_seqlens_q.shape)}, expected ({seq_lens.shape[0] + 1},)")
@@ -99,6 +101,8 @@ def _prefill_kernel(
     cu_seqlens_q_ptr,  # [B + 1] int32
     seq_lens_ptr,  # [B] int32
     out_ptr,  # [N, Hq, D]
+    k_scale_ptr,  # [1] fp32, FP8_KV only: cached K = e4m3(K / k_scale)
+    v_scale_ptr,  # [1] fp32, FP8_KV only
     qk_scale,  # softmax scale * log2(e)
     window,  # SLIDING: the query at p sees keys (p - window, p]
     num_seqs,
@@ -117,6 +121,7 @@ def _prefill_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     SLIDING: tl.constexpr,  # a sliding-window layer (else every earlier key is seen)
+    FP8_KV: tl.constexpr,  # e4m3 cache: tiles are converted to q's dtype, the scales applied outside the loop
     DOT_PRECISION: tl.constexpr,
 ):
     BLOCK_Q: tl.constexpr = BLOCK_M // GQA_PAD  # tokens per tile
@@ -145,6 +150,8 @@ def _prefill_kernel(
         q_ptr, q_start, q_len, ctx_len, tok_start, kv_head, stride_q_tok, stride_q_head, GQA, GQA_PAD, HEAD_DIM, BLOCK_M
     )
 
+    if FP8_KV:
+        qk_scale = qk_scale * tl.load(k_scale_ptr)  # q . (k * k_scale) == (q . k) * k_scale
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
@@ -162,15 +169,21 @@ def _prefill_kernel(
             bt_row_ptr, pos, mask_n, kv_head_off, stride_cache_block, stride_cache_slot, BLOCK_SIZE, HEAD_DIM
         )
         k = tl.load(k_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
+        if FP8_KV:
+            k = k.to(q.dtype)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
         s = tl.where(visible_keys(pos, mask_n, query_pos, window, SLIDING), s, float("-inf"))
         # Without a window key 0 is visible to every row, so after the first tile every max is finite;
         # with one, a row whose window starts past this tile has seen no key yet.
         p, alpha, m_new, l_i = online_softmax_weights(s, m_i, l_i, SLIDING)
         v = tl.load(v_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
+        if FP8_KV:
+            v = v.to(q.dtype)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
 
+    if FP8_KV:
+        acc = acc * tl.load(v_scale_ptr)  # sum p * (v * v_scale), once
     _store_out_tile(out_ptr, acc, l_i, q_rows, heads, mask_m, stride_out_tok, stride_out_head, HEAD_DIM)
 
 
@@ -187,17 +200,21 @@ def paged_attention_prefill(
     window: int | None = None,
     out: torch.Tensor | None = None,
     config: PrefillConfig | None = None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention of packed new tokens over a paged KV cache; returns out [N, Hq, D] (q's dtype).
 
     q: [N, Hq, D] (last dim contiguous); cu_seqlens_q: int32 [B + 1], cu[0] = 0, non-decreasing;
     seq_lens: int32 [B], keys per sequence including its new tokens (>= q_len_b); block_tables: int32
-    [B, max_blocks_per_seq]; k_cache, v_cache: [num_blocks, block_size, Hkv, D], contiguous.
+    [B, max_blocks_per_seq]; k_cache, v_cache: [num_blocks, block_size, Hkv, D], contiguous, q's dtype
+    or e4m3 holding K / k_scale and V / v_scale (k_scale, v_scale: fp32, one element, read on the device).
     max_q_len: host int >= every q_len_b (only picks the tile size; no host sync). Rows of q past
     cu_seqlens_q[B] are not written. window: a sliding-window layer's window (query at p sees keys
     p - window + 1 .. p); None: every key up to p. out: optional preallocated output.
     """
-    check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out, window)
+    check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out, window, k_scale, v_scale)
+    fp8_kv = k_scale is not None
     num_tokens, num_q_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     batch = seq_lens.shape[0]
@@ -220,6 +237,8 @@ def paged_attention_prefill(
         cu_seqlens_q,
         seq_lens,
         out,
+        k_scale if fp8_kv else seq_lens,
+        v_scale if fp8_kv else seq_lens,
         scale * LOG2E,
         window or 0,
         batch,
@@ -231,6 +250,7 @@ def paged_attention_prefill(
         BLOCK_M=cfg.block_m,
         BLOCK_N=cfg.block_n,
         SLIDING=window is not None,
+        FP8_KV=fp8_kv,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
@@ -251,6 +271,8 @@ def paged_attention_prefill_ref(
     window: int | None = None,
     out: torch.Tensor | None = None,
     config: PrefillConfig | None = None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Pure-torch paged_attention_prefill (same arguments; max_q_len and config ignored).
 
@@ -273,6 +295,8 @@ def paged_attention_prefill_ref(
         # [L, Hkv, D] -> [Hq, L, D]: repeat each kv head for its G query heads.
         k = k_cache[blocks].flatten(0, 1)[:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
         v = v_cache[blocks].flatten(0, 1)[:seq_len].float().transpose(0, 1).repeat_interleave(gqa, dim=0)
+        if k_scale is not None:  # an e4m3 cache holds K / k_scale and V / v_scale
+            k, v = k * k_scale.float(), v * v_scale.float()
         qs = q[q_start:q_end].float().transpose(0, 1)  # [Hq, q_len, D]
         if q_len == seq_len and window is None:  # no cached prefix: plain causal
             o = torch.nn.functional.scaled_dot_product_attention(qs, k, v, is_causal=True, scale=scale)

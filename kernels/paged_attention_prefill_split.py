@@ -101,7 +101,10 @@ def _online_softmax_update(s, v, acc, m_i, l_i, DOT_PRECISION: tl.constexpr, MAY
 
 @triton.jit
 def _full_tile_step(q, k, v, acc, m_i, l_i, qk_scale, DOT_PRECISION: tl.constexpr):
-    """One online-softmax step over a tile of keys that every row sees (so every max is finite)."""
+    """One online-softmax step over a tile of keys that every row sees (so every max is finite). An
+    e4m3 tile is converted to q's dtype here (a no-op for a float cache)."""
+    k = k.to(q.dtype)
+    v = v.to(q.dtype)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
     return _online_softmax_update(s, v, acc, m_i, l_i, DOT_PRECISION, False)
 
@@ -139,6 +142,8 @@ def _masked_tile_step(
     k = tl.load(k_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
     # Masked V rows load as 0: unused slots may hold anything, even NaN, and 0 * NaN is NaN.
     v = tl.load(v_cache_ptr + kv_offs, mask=mask_n[:, None], other=0.0)  # [BLOCK_N, D]
+    k = k.to(q.dtype)  # an e4m3 tile; a no-op for a float cache
+    v = v.to(q.dtype)
     s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
     s = tl.where(visible_keys(pos, mask_n, query_pos, window, SLIDING), s, float("-inf"))
     return _online_softmax_update(s, v, acc, m_i, l_i, DOT_PRECISION, True)
@@ -156,6 +161,8 @@ def _prefill_split_kernel(
     part_acc_ptr,  # [N, Hq, num_splits, D] fp32: unnormalised sum of p * v
     part_max_ptr,  # [N, Hq, num_splits] fp32: running max of the log2-domain scores (-inf: no key)
     part_sum_ptr,  # [N, Hq, num_splits] fp32: running sum of exp2(score - max)
+    k_scale_ptr,  # [1] fp32, FP8_KV only: cached K = e4m3(K / k_scale)
+    v_scale_ptr,  # [1] fp32, FP8_KV only
     qk_scale,  # softmax scale * log2(e)
     window,  # SLIDING: the query at p sees keys (p - window, p]
     num_q_heads,
@@ -178,6 +185,7 @@ def _prefill_split_kernel(
     BLOCK_N: tl.constexpr,
     SPLIT_K: tl.constexpr,  # num_splits > 1: write partials for the merge kernel
     SLIDING: tl.constexpr,  # a sliding-window layer (else every earlier key is seen)
+    FP8_KV: tl.constexpr,  # e4m3 cache: k_scale folded into qk_scale, v_scale applied to acc once
     DOT_PRECISION: tl.constexpr,
 ):
     BLOCK_Q: tl.constexpr = BLOCK_M // GQA_PAD  # tokens per tile
@@ -219,6 +227,8 @@ def _prefill_split_kernel(
         q_ptr, q_start, q_len, ctx_len, tok_start, kv_head, stride_q_tok, stride_q_head, GQA, GQA_PAD, HEAD_DIM, BLOCK_M
     )
 
+    if FP8_KV:
+        qk_scale = qk_scale * tl.load(k_scale_ptr)  # q . (k * k_scale) == (q . k) * k_scale
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
@@ -264,6 +274,8 @@ def _prefill_split_kernel(
             stride_cache_block, stride_cache_slot, qk_scale, BLOCK_SIZE, HEAD_DIM, BLOCK_N, SLIDING, DOT_PRECISION,
         )
 
+    if FP8_KV:
+        acc = acc * tl.load(v_scale_ptr)  # sum p * (v * v_scale), once (the merge is linear in acc)
     if SPLIT_K:
         rows = (q_rows * num_q_heads + heads) * num_splits + split  # [BLOCK_M] int64
         tl.store(part_max_ptr + rows, m_i, mask=mask_m)
@@ -334,6 +346,8 @@ def paged_attention_prefill_split(
     window: int | None = None,
     out: torch.Tensor | None = None,
     config: PrefillConfig | None = None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """paged_attention_prefill with the key range split across programs (same inputs and result).
 
@@ -343,9 +357,10 @@ def paged_attention_prefill_split(
     default block_tables.shape[1] * block_size); the ranges follow each sequence's actual seq_len, so a
     CUDA graph captured for an upper bound is valid for every replay. No host syncs; the fp32 partials
     [N, Hq, num_splits, D] come from the caching allocator (inside a capture: the graph's pool).
-    window: as paged_attention_prefill's (None: global).
+    window, k_scale, v_scale: as paged_attention_prefill's (None: global; an e4m3 cache's scales).
     """
-    check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out, window)
+    check_prefill_inputs(q, k_cache, v_cache, block_tables, cu_seqlens_q, seq_lens, out, window, k_scale, v_scale)
+    fp8_kv = k_scale is not None
     num_tokens, num_q_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     batch = seq_lens.shape[0]
@@ -385,6 +400,8 @@ def paged_attention_prefill_split(
         part_acc,
         part_max,
         part_sum,
+        k_scale if fp8_kv else seq_lens,
+        v_scale if fp8_kv else seq_lens,
         scale * LOG2E,
         window or 0,
         num_q_heads,
@@ -400,6 +417,7 @@ def paged_attention_prefill_split(
         BLOCK_N=cfg.block_n,
         SPLIT_K=num_splits > 1,
         SLIDING=window is not None,
+        FP8_KV=fp8_kv,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,

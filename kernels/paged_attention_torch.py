@@ -124,11 +124,23 @@ def _plan_group(seqs: list[int], block_tables: torch.Tensor, seq_lens: list[int]
     )
 
 
+def _gather(cache_flat: torch.Tensor, slots: torch.Tensor, scale: torch.Tensor | None, dtype: torch.dtype):
+    """Rows `slots` of a flattened cache; from an e4m3 cache, in `dtype` and times its scale (only the
+    step's keys are converted)."""
+    if scale is None:
+        return cache_flat.index_select(0, slots)
+    # Through a uint8 view: index_select does not cover the float8 dtypes on every device.
+    rows = cache_flat.view(torch.uint8).index_select(0, slots).view(cache_flat.dtype)
+    return rows.to(dtype) * scale.to(dtype)
+
+
 def paged_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                          plan: PagedAttentionPlan, scale: float) -> torch.Tensor:
+                          plan: PagedAttentionPlan, scale: float, k_scale: torch.Tensor | None = None,
+                          v_scale: torch.Tensor | None = None) -> torch.Tensor:
     """q [N, Hq, D] (last dim contiguous), k_cache / v_cache [num_blocks, block_size, Hkv, D]
     contiguous -> [N, Hq, D] in q's dtype; the same values as paged_attention_prefill_ref (and, for
-    one query per sequence, paged_attention_decode_ref). Rows no sequence owns are zero."""
+    one query per sequence, paged_attention_decode_ref). Rows no sequence owns are zero. An e4m3
+    cache holds K / k_scale and V / v_scale (k_scale, v_scale: fp32 tensors of one element)."""
     num_q_heads, head_dim = q.shape[1], q.shape[2]
     num_kv_heads = k_cache.shape[2]
     k_flat = k_cache.view(-1, num_kv_heads * head_dim)
@@ -138,8 +150,8 @@ def paged_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch
         out = q.new_zeros(plan.num_rows, num_q_heads, head_dim)
     for g in plan.groups:
         # [G, S, Hkv, D] -> [G, Hkv, S, D] (a view: SDPA takes the strides)
-        k = k_flat.index_select(0, g.key_slots).view(g.num_seqs, g.seq_len, num_kv_heads, head_dim).transpose(1, 2)
-        v = v_flat.index_select(0, g.key_slots).view(g.num_seqs, g.seq_len, num_kv_heads, head_dim).transpose(1, 2)
+        k = _gather(k_flat, g.key_slots, k_scale, q.dtype).view(g.num_seqs, g.seq_len, num_kv_heads, head_dim).transpose(1, 2)
+        v = _gather(v_flat, g.key_slots, v_scale, q.dtype).view(g.num_seqs, g.seq_len, num_kv_heads, head_dim).transpose(1, 2)
         qg = q if g.q_rows is None else q.index_select(0, g.q_rows)
         qg = qg.view(g.num_seqs, g.q_len, num_q_heads, head_dim).transpose(1, 2)  # [G, Hq, Q, D]
         o = F.scaled_dot_product_attention(qg, k, v, attn_mask=g.mask, scale=scale,

@@ -89,6 +89,25 @@ def _rotate_heads(
 
 
 @triton.jit
+def _to_e4m3(x, scale):
+    """e4m3(x / scale), saturated at +-448, rounded to nearest even (math in fp32, as quantize_kv_ref).
+
+    The rounding to e4m3's grid is done here in fp32, so the final conversion is exact: Triton's
+    interpreter (the CPU tests) converts fp32 -> e4m3 without carrying a rounded-up mantissa into the
+    exponent (31.9 becomes 16), and exact values convert the same on every backend."""
+    y = tl.clamp(x.to(tl.float32) / scale, -448.0, 448.0)
+    # normal range (|y| >= 2^-6): keep 3 of fp32's 23 mantissa bits, ties to even; a carry moves into
+    # the exponent by itself
+    bits = y.to(tl.int32, bitcast=True)
+    bits = (bits + 0x7FFFF + ((bits >> 20) & 1)) & -0x100000  # -0x100000 == ~0xFFFFF
+    normal = bits.to(tl.float32, bitcast=True)
+    # subnormals: multiples of 2^-9; adding 1.5 * 2^14 (whose fp32 ulp is 2^-9) rounds to them, ties to even
+    subnormal = (y + 24576.0) - 24576.0
+    subnormal = tl.where(subnormal == 0.0, y * 0.0, subnormal)  # keep the sign of a zero, as torch does
+    return tl.where(tl.abs(y) < 0.015625, subnormal, normal).to(tl.float8e4nv)
+
+
+@triton.jit
 def _rotary_kernel(
     q_ptr,  # [N, Hq, D]
     k_ptr,  # [N, Hkv, D]
@@ -98,6 +117,8 @@ def _rotary_kernel(
     slot_mapping_ptr,  # [N] int64, -1 = padding; only with WRITE_KV
     k_cache_ptr,  # [num_blocks, block_size, Hkv, D], contiguous; only with WRITE_KV
     v_cache_ptr,
+    k_scale_ptr,  # [1] fp32; only with FP8_KV
+    v_scale_ptr,
     num_q_heads,
     num_kv_heads,
     stride_q_tok,
@@ -113,6 +134,7 @@ def _rotary_kernel(
     BLOCK_K_HEADS: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
     WRITE_KV: tl.constexpr,  # also store the rotated k and v into the paged cache
+    FP8_KV: tl.constexpr,  # the cache is e4m3: store x / scale, saturated at +-448
 ):
     token = tl.program_id(0).to(tl.int64)
     pos = tl.load(positions_ptr + token).to(tl.int64)
@@ -133,11 +155,22 @@ def _rotary_kernel(
             offs_h = tl.arange(0, BLOCK_K_HEADS)
             # slot is int64: slot * stride_cache_slot exceeds 2**31 elements in large pools.
             cache = slot * stride_cache_slot + offs_h[:, None] * stride_cache_head + offs_d[None, :]
-            tl.store(k_cache_ptr + cache, k1, mask=mask)
-            tl.store(k_cache_ptr + cache + HALF_DIM, k2, mask=mask)
             v = v_ptr + token * stride_v_tok + offs_h[:, None] * stride_v_head + offs_d[None, :]
-            tl.store(v_cache_ptr + cache, tl.load(v, mask=mask), mask=mask)
-            tl.store(v_cache_ptr + cache + HALF_DIM, tl.load(v + HALF_DIM, mask=mask), mask=mask)
+            v1 = tl.load(v, mask=mask)
+            v2 = tl.load(v + HALF_DIM, mask=mask)
+            if FP8_KV:
+                # k1, k2 are already rounded to k's dtype, as the reference quantizes the stored k.
+                k_scale = tl.load(k_scale_ptr)
+                v_scale = tl.load(v_scale_ptr)
+                tl.store(k_cache_ptr + cache, _to_e4m3(k1, k_scale), mask=mask)
+                tl.store(k_cache_ptr + cache + HALF_DIM, _to_e4m3(k2, k_scale), mask=mask)
+                tl.store(v_cache_ptr + cache, _to_e4m3(v1, v_scale), mask=mask)
+                tl.store(v_cache_ptr + cache + HALF_DIM, _to_e4m3(v2, v_scale), mask=mask)
+            else:
+                tl.store(k_cache_ptr + cache, k1, mask=mask)
+                tl.store(k_cache_ptr + cache + HALF_DIM, k2, mask=mask)
+                tl.store(v_cache_ptr + cache, v1, mask=mask)
+                tl.store(v_cache_ptr + cache + HALF_DIM, v2, mask=mask)
 
 
 def apply_rotary(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor) -> None:
@@ -171,11 +204,13 @@ def _check_rotary_inputs(q, k, positions, cos_sin_cache) -> None:
         check_device(name, t, q.device)
 
 
-def _launch(q, k, positions, cos_sin_cache, v=None, k_cache=None, v_cache=None, slot_mapping=None) -> None:
+def _launch(q, k, positions, cos_sin_cache, v=None, k_cache=None, v_cache=None, slot_mapping=None,
+            k_scale=None, v_scale=None) -> None:
     num_tokens, num_q_heads, head_dim = q.shape
     if num_tokens == 0:
         return
     write_kv = k_cache is not None
+    fp8_kv = k_scale is not None
     half = head_dim // 2
     block_half = triton.next_power_of_2(half)
     block_q_heads = triton.next_power_of_2(num_q_heads)
@@ -188,6 +223,8 @@ def _launch(q, k, positions, cos_sin_cache, v=None, k_cache=None, v_cache=None, 
         slot_mapping if write_kv else positions,
         k_cache if write_kv else k,
         v_cache if write_kv else k,
+        k_scale if fp8_kv else positions,
+        v_scale if fp8_kv else positions,
         num_q_heads,
         k.shape[1],
         q.stride(0),
@@ -203,6 +240,7 @@ def _launch(q, k, positions, cos_sin_cache, v=None, k_cache=None, v_cache=None, 
         BLOCK_K_HEADS=triton.next_power_of_2(k.shape[1]),
         BLOCK_HALF=block_half,
         WRITE_KV=write_kv,
+        FP8_KV=fp8_kv,
         num_warps=4 if block_q_heads * block_half >= 1024 else 1,
     )
 
@@ -216,25 +254,30 @@ def apply_rotary_and_write_kv(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> None:
     """apply_rotary(q, k, positions, cos_sin_cache) then write_kv_cache_ref(k, v, k_cache, v_cache,
-    slot_mapping), in one kernel: an attention layer's whole step before attention proper.
+    slot_mapping, k_scale, v_scale), in one kernel: an attention layer's whole step before attention
+    proper.
 
-    Same arguments and contracts as those two (v like k; slot -1 = padding, not written).
+    Same arguments and contracts as those two (v like k; slot -1 = padding, not written; an e4m3 cache
+    needs k_scale / v_scale, fp32 of one element).
     """
     _check_rotary_inputs(q, k, positions, cos_sin_cache)
     # The cache must hold k's heads (checked first, so the error names the cache, not k).
     check_shape("k_cache", k_cache, (None, None, k.shape[1], q.shape[2]))
-    check_kv_write_inputs(k, v, k_cache, v_cache, slot_mapping, names=("k", "v"))
-    _launch(q, k, positions, cos_sin_cache, v, k_cache, v_cache, slot_mapping)
+    check_kv_write_inputs(k, v, k_cache, v_cache, slot_mapping, ("k", "v"), k_scale, v_scale)
+    _launch(q, k, positions, cos_sin_cache, v, k_cache, v_cache, slot_mapping, k_scale, v_scale)
 
 
-def apply_rotary_and_write_kv_ref(q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping) -> None:
+def apply_rotary_and_write_kv_ref(q, k, v, positions, cos_sin_cache, k_cache, v_cache, slot_mapping,
+                                  k_scale=None, v_scale=None) -> None:
     """Pure-torch apply_rotary_and_write_kv (same arguments, in place)."""
     q_new, k_new = apply_rotary_ref(q, k, positions, cos_sin_cache)
     q.copy_(q_new)
     k.copy_(k_new)
-    write_kv_cache_ref(k, v, k_cache, v_cache, slot_mapping)
+    write_kv_cache_ref(k, v, k_cache, v_cache, slot_mapping, k_scale, v_scale)
 
 
 def apply_rotary_ref(

@@ -11,10 +11,13 @@ def _route_to_triton(monkeypatch):
         monkeypatch.setattr(ops, "TRITON_ON_CPU", True)
 
 
-def _generate_twice(model_path, prompts, params):
+def _generate_twice(model_path, prompts, params, **config):
     """Greedy tokens of two waves of the same prompts through one LLM (the second hits the cache)."""
     llm = LLM(model=str(model_path), progress=False, device="cpu", block_size=8,
-              max_num_batched_tokens=40)  # small budget: chunked prefill mixed with decodes
+              max_num_batched_tokens=40, **config)  # small budget: chunked prefill mixed with decodes
+    if config.get("kv_cache_dtype") == "fp8":
+        runner = llm.engine.runner
+        runner.kv_scales[:, 0], runner.kv_scales[:, 1] = 0.25, 4.0  # scales != 1, as calibrated ones would be
     first = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
     second = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
     assert llm.engine.block_manager.num_hit_tokens > 0
@@ -29,6 +32,18 @@ def test_triton_kernels_give_the_reference_tokens(tiny_llama_path, monkeypatch):
     reference = _generate_twice(tiny_llama_path, prompts, params)
     _route_to_triton(monkeypatch)
     assert _generate_twice(tiny_llama_path, prompts, params) == reference
+
+
+def test_fp8_kv_cache_through_the_kernels_gives_the_reference_tokens(tiny_llama_path, monkeypatch):
+    """An e4m3 KV cache with scales != 1: written by the fused rotate-and-write kernel and read by the
+    decode and prefill kernels, the same tokens as the torch path over the same e4m3 cache."""
+    system = list(range(700, 724))
+    prompts = [system + list(range(800 + 7 * i, 805 + 7 * i)) for i in range(3)] + [[5, 6, 7]]
+    params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+
+    reference = _generate_twice(tiny_llama_path, prompts, params, kv_cache_dtype="fp8")
+    _route_to_triton(monkeypatch)
+    assert _generate_twice(tiny_llama_path, prompts, params, kv_cache_dtype="fp8") == reference
 
 
 def test_split_kv_prefill_gives_the_reference_tokens(tiny_llama_path, monkeypatch):

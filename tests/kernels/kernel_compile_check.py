@@ -24,7 +24,7 @@ import kernels  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 POINTER_TYPES = {torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.float32: "*fp32"}
-POINTER_TYPES.update({torch.int32: "*i32", torch.int64: "*i64"})
+POINTER_TYPES.update({torch.int32: "*i32", torch.int64: "*i64", torch.float8_e4m3fn: "*fp8e4nv"})
 LAUNCH_OPTIONS = ("num_warps", "num_stages")
 compiled: list[str] = []
 
@@ -85,6 +85,18 @@ def _launch_all() -> None:
         kernels.apply_rotary(q, key, torch.zeros(4, dtype=torch.int64), torch.zeros(8, head_dim))
         kernels.apply_rotary_and_write_kv(q, key, key, torch.zeros(4, dtype=torch.int64), torch.zeros(8, head_dim),
                                           cache, cache, torch.zeros(4, dtype=torch.int64))
+        # An e4m3 KV cache (kv_cache_dtype="fp8"): the write and every attention kernel with the scales.
+        fp8 = torch.zeros(64, 16, num_kv_heads, head_dim, dtype=torch.float8_e4m3fn)
+        scales = dict(k_scale=torch.ones(1), v_scale=torch.ones(1))
+        for num_splits in (1, 8):
+            kernels.paged_attention_decode(q, fp8, fp8, tables, seq_lens, 0.1, num_splits, **scales)
+        kernels.paged_attention_prefill(q, fp8, fp8, tables, cu, seq_lens, 0.1, 4096, **scales)
+        for max_q_len, num_splits in ((50, 1), (50, 8)):
+            kernels.paged_attention_prefill_split(q, fp8, fp8, tables, cu, seq_lens, 0.1, max_q_len, num_splits,
+                                                  **scales)
+        kernels.apply_rotary_and_write_kv(q, key, key, torch.zeros(4, dtype=torch.int64), torch.zeros(8, head_dim),
+                                          fp8, fp8, torch.zeros(4, dtype=torch.int64), scales["k_scale"],
+                                          scales["v_scale"])
     x = torch.zeros(4, 4096, dtype=bf16)
     kernels.silu_and_mul(torch.zeros(4, 2 * 14336, dtype=bf16))
     kernels.silu_and_mul(torch.zeros(4, 2 * 1536, dtype=bf16))

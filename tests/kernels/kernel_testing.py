@@ -130,3 +130,15 @@ def capture_without_host_sync(step) -> "torch.cuda.CUDAGraph":
     finally:
         torch.cuda.set_sync_debug_mode("default")
     return graph
+
+
+def to_e4m3(kv: PagedKV, k_scale: float, v_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Replace kv's caches by e4m3 ones holding K / k_scale and V / v_scale (NaN poison stays NaN);
+    returns the scales as the kernels take them (fp32, one element, on the cache's device)."""
+    from kernels.kv_cache_write import quantize_kv_ref
+
+    device = kv.k_cache.device
+    scales = torch.tensor([k_scale], device=device), torch.tensor([v_scale], device=device)
+    kv.k_cache = quantize_kv_ref(kv.k_cache, scales[0])
+    kv.v_cache = quantize_kv_ref(kv.v_cache, scales[1])
+    return scales

@@ -69,3 +69,27 @@ def test_write_checks_reject_bad_inputs():
         check_kv_write_inputs(key, value, k_cache.transpose(1, 2), v_cache.transpose(1, 2), slots)
     with pytest.raises(ValueError, match="stride 1"):
         check_kv_write_inputs(key, value.transpose(1, 2).contiguous().transpose(1, 2), k_cache, v_cache, slots)
+
+
+def test_ref_writes_e4m3_with_scales():
+    """An e4m3 cache stores e4m3(x / scale), saturated at +-448; read back times the scale, it is x
+    within e4m3's precision (relative error <= 2^-4)."""
+    from kernels.kv_cache_write import quantize_kv_ref
+
+    key, value, slots = _inputs(37, 9, 16, 2, 64, torch.bfloat16, "cpu")
+    value[1, 0, :3] = -3000.0  # past 448 * v_scale
+    k_scale, v_scale = torch.tensor([0.02]), torch.tensor([2.0])
+    k_cache = torch.zeros(9, 16, 2, 64).to(torch.float8_e4m3fn)
+    v_cache = torch.zeros_like(k_cache)
+    write_kv_cache_ref(key, value, k_cache, v_cache, slots, k_scale, v_scale)
+    keep = slots >= 0
+    got_k = k_cache.view(-1, 2, 64)[slots[keep]].float() * 0.02
+    want = key[keep].float()
+    big = want.abs() > 0.02 * 2**-6
+    assert ((got_k - want).abs()[big] <= want.abs()[big] / 16).all()
+    got_v = v_cache.view(-1, 2, 64)[slots[keep]]
+    assert torch.equal(got_v.view(torch.uint8), quantize_kv_ref(value[keep], v_scale).view(torch.uint8))
+    assert (v_cache.view(-1, 2, 64)[slots[1], 0, :3].float() == -448.0).all()
+    untouched = torch.ones(9 * 16, dtype=torch.bool)
+    untouched[slots[keep]] = False
+    assert (k_cache.view(-1, 2, 64)[untouched].float() == 0).all()

@@ -2,7 +2,15 @@ import math
 
 import pytest
 import torch
-from kernel_testing import DEVICE, DTYPES, PagedKV, assert_close, capture_without_host_sync, dense_attention
+from kernel_testing import (
+    DEVICE,
+    DTYPES,
+    PagedKV,
+    assert_close,
+    capture_without_host_sync,
+    dense_attention,
+    to_e4m3,
+)
 
 from kernels.paged_attention_decode import choose_num_splits, paged_attention_decode, paged_attention_decode_ref
 
@@ -152,3 +160,34 @@ def test_decode_cuda_graph_without_host_sync():
     graph.replay()
     ref = paged_attention_decode_ref(q, kv.k_cache, kv.v_cache, kv.block_tables, seq_lens, 0.1)
     assert_close(out, ref, torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("num_splits", [1, 3])
+@pytest.mark.parametrize("window", [None, 23])
+def test_decode_reads_e4m3_cache(dtype, num_splits, window, poison_empty):
+    """An e4m3 cache with scales != 1: the kernel equals its reference, and the reference equals
+    attention over the dequantized values (e4m3 * scale) in a float cache."""
+    kv, q = _decode_case(SEQ_LENS + [250], 16, 2, 4, 64, dtype)
+    k_scale, v_scale = to_e4m3(kv, 0.03, 2.5)
+    args = (q, kv.k_cache, kv.v_cache, kv.block_tables, kv.seq_lens, 0.125)
+    ref = paged_attention_decode_ref(*args, window=window, k_scale=k_scale, v_scale=v_scale)
+    dequantized = paged_attention_decode_ref(q, kv.k_cache.float() * 0.03, kv.v_cache.float() * 2.5,
+                                             *args[3:], window=window)
+    torch.testing.assert_close(ref.float(), dequantized.float(), atol=0, rtol=0)
+    if window is not None:
+        kv.poison_before_windows([1] * q.shape[0], window)
+    out = paged_attention_decode(q, kv.k_cache, kv.v_cache, *args[3:], num_splits, max_seq_len=250,
+                                 window=window, k_scale=k_scale, v_scale=v_scale)
+    assert out.dtype == dtype
+    assert_close(out, ref, dtype)
+
+
+def test_decode_e4m3_cache_needs_scales():
+    kv, q = _decode_case([5], 16, 2, 4, 64, torch.float32)
+    k_scale, v_scale = to_e4m3(kv, 1.0, 1.0)
+    args = (q, kv.k_cache, kv.v_cache, kv.block_tables, kv.seq_lens, 0.125)
+    with pytest.raises(ValueError, match="k_scale"):
+        paged_attention_decode(*args)
+    with pytest.raises(ValueError, match="one element"):
+        paged_attention_decode(*args, k_scale=k_scale.expand(2), v_scale=v_scale)

@@ -2,7 +2,7 @@ import math
 
 import pytest
 import torch
-from kernel_testing import DEVICE, DTYPES, PagedKV, assert_close, dense_attention
+from kernel_testing import DEVICE, DTYPES, PagedKV, assert_close, dense_attention, to_e4m3
 
 from kernels.paged_attention_prefill import PrefillConfig, paged_attention_prefill, paged_attention_prefill_ref
 
@@ -130,3 +130,24 @@ def test_prefill_rejects_bad_inputs():
         paged_attention_prefill(*args[:5], kv.seq_lens.repeat_interleave(2)[::2], *args[6:])
     with pytest.raises(ValueError, match="window"):
         paged_attention_prefill(*args, window=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("window", [None, 23])
+def test_prefill_reads_e4m3_cache(dtype, window, poison_empty):
+    """An e4m3 cache with scales != 1 in a mixed batch: the kernel equals its reference, and the
+    reference equals attention over the dequantized values (e4m3 * scale) in a float cache."""
+    kv, q, cu, max_q_len = _prefill_case([(1, 40), (37, 37), (9, 120), (1, 1)], 16, 2, 4, 64, dtype)
+    k_scale, v_scale = to_e4m3(kv, 0.03, 2.5)
+    args = (q, kv.k_cache, kv.v_cache, kv.block_tables, cu, kv.seq_lens, 0.125, max_q_len)
+    ref = paged_attention_prefill_ref(*args, window=window, k_scale=k_scale, v_scale=v_scale)
+    dequantized = paged_attention_prefill_ref(q, kv.k_cache.float() * 0.03, kv.v_cache.float() * 2.5, *args[3:],
+                                              window=window)
+    torch.testing.assert_close(ref.float(), dequantized.float(), atol=0, rtol=0)
+    if window is not None:
+        kv.poison_before_windows((cu[1:] - cu[:-1]).tolist(), window)
+    out = paged_attention_prefill(*args, window=window, k_scale=k_scale, v_scale=v_scale)
+    assert out.dtype == dtype
+    assert_close(out, ref, dtype)
+    with pytest.raises(ValueError, match="v_scale"):
+        paged_attention_prefill(*args, k_scale=k_scale)

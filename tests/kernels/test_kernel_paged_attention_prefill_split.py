@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from kernel_testing import DEVICE, DTYPES, PagedKV, assert_close, capture_without_host_sync
+from kernel_testing import DEVICE, DTYPES, PagedKV, assert_close, capture_without_host_sync, to_e4m3
 
 from kernels.paged_attention_prefill import PrefillConfig, paged_attention_prefill, paged_attention_prefill_ref
 from kernels.paged_attention_prefill_split import SPLIT_MAX_Q_LEN, choose_prefill_splits, paged_attention_prefill_split
@@ -238,3 +238,21 @@ def test_merge_ignores_nan_in_splits_that_saw_no_key(num_splits, num_q_heads):
     assert_close(got[:tokens - 1], expected[:tokens - 1], torch.float32)
     assert (got[0, 0] == 0).all()
     assert got[tokens - 1].isnan().all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("num_splits", [1, 4])
+@pytest.mark.parametrize("window", [None, 23])
+def test_split_prefill_reads_e4m3_cache(dtype, num_splits, window, poison_empty):
+    """An e4m3 cache with scales != 1: the split kernel equals the reference over the same cache."""
+    kv, q, cu, max_q_len = _split_case(CHAT, 16, 2, 4, 64, dtype, pad_tokens=2)
+    k_scale, v_scale = to_e4m3(kv, 0.03, 2.5)
+    out = torch.full(q.shape, math.nan, dtype=q.dtype, device=q.device)
+    args = (q, kv.k_cache, kv.v_cache, kv.block_tables, cu, kv.seq_lens, 0.125, max_q_len)
+    ref = paged_attention_prefill_ref(*args, window=window, k_scale=k_scale, v_scale=v_scale)
+    if window is not None:
+        kv.poison_before_windows((cu[1:] - cu[:-1]).tolist(), window)
+    paged_attention_prefill_split(*args, num_splits, out=out, window=window, k_scale=k_scale, v_scale=v_scale)
+    num_real = int(cu[-1])
+    assert_close(out[:num_real], ref[:num_real], dtype)
+    assert out[num_real:].isnan().all()

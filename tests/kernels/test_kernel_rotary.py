@@ -2,6 +2,7 @@ import pytest
 import torch
 from kernel_testing import DEVICE, DTYPES, assert_close
 
+from kernels.kv_cache_write import quantize_kv_ref
 from kernels.rotary import (
     apply_rotary,
     apply_rotary_and_write_kv,
@@ -173,3 +174,66 @@ def test_rotary_and_write_kv_rejects_bad_inputs():
         apply_rotary_and_write_kv(q, k, v, positions, cache, kv[:, :, :1], kv[:, :, :1], slots)
     with pytest.raises(ValueError, match="v has shape"):
         apply_rotary_and_write_kv(q, k, v[:3], positions, cache, kv, kv, slots)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("num_q_heads, num_kv_heads, head_dim", [(9, 3, 64), (6, 2, 96)])
+def test_rotary_and_write_kv_into_e4m3_cache(dtype, num_q_heads, num_kv_heads, head_dim):
+    """An e4m3 cache: the kernel stores the rotated k and v divided by their scales, saturated at 448,
+    byte for byte as the torch reference does; padding rows and other slots stay untouched."""
+    num_tokens, block_size, num_blocks = 21, 16, 5
+    cache = build_cos_sin_cache(head_dim, 4000, 10000.0, LLAMA3).to(DEVICE)
+    qkv = 4 * torch.randn(num_tokens, num_q_heads + 2 * num_kv_heads, head_dim, dtype=dtype, device=DEVICE)
+    qkv[0, -1, :4] = 1000.0  # v past 448 * v_scale: saturates
+    positions = torch.randint(0, 4000, (num_tokens,), device=DEVICE)
+    slots = torch.randperm(num_blocks * block_size, device=DEVICE)[:num_tokens]
+    slots[[3, 11]] = -1
+    k_scale = torch.tensor([0.05], device=DEVICE)
+    v_scale = torch.tensor([0.5], device=DEVICE)
+    shape = (num_blocks, block_size, num_kv_heads, head_dim)
+    caches = []
+    for fn in (apply_rotary_and_write_kv, apply_rotary_and_write_kv_ref):
+        x = qkv.clone()
+        q, k, v = x[:, :num_q_heads], x[:, num_q_heads:num_q_heads + num_kv_heads], x[:, num_q_heads + num_kv_heads:]
+        k_cache = torch.full(shape, 7.0, device=DEVICE).to(torch.float8_e4m3fn)
+        v_cache = torch.full(shape, 7.0, device=DEVICE).to(torch.float8_e4m3fn)
+        fn(q, k, v, positions, cache, k_cache, v_cache, slots, k_scale, v_scale)
+        caches.append((x, k_cache, v_cache, k))
+    (x, k_cache, v_cache, k), (x_r, k_cache_r, v_cache_r, _) = caches
+    assert_close(x, x_r, dtype)
+    keep = slots >= 0
+    # The kernel's stored k is its rotated k quantized, byte for byte (the reference's rotation may
+    # differ by an ulp, which can move an e4m3 rounding: hence against the kernel's own k).
+    stored_k = k_cache.view(torch.uint8).view(-1, num_kv_heads, head_dim)[slots[keep]]
+    assert torch.equal(stored_k, quantize_kv_ref(k[keep], k_scale).view(torch.uint8))
+    assert torch.equal(v_cache.view(torch.uint8), v_cache_r.view(torch.uint8))
+    torch.testing.assert_close(k_cache.float(), k_cache_r.float(), atol=2**-9, rtol=2**-3)  # one e4m3 step
+    flat_k = k_cache.view(-1, num_kv_heads, head_dim).float()
+    flat_v = v_cache.view(-1, num_kv_heads, head_dim).float()
+    v = qkv[:, num_q_heads + num_kv_heads:].float()
+    # e4m3 keeps 3 mantissa bits: relative error <= 2^-4 (above its subnormals)
+    big = k[keep].float().abs() > 0.05 * 2**-6
+    assert ((flat_k[slots[keep]] * 0.05 - k[keep].float()).abs()[big] <= k[keep].float().abs()[big] / 16).all()
+    assert flat_v[slots[0]][-1, :4].eq(448.0).all(), "not saturated"
+    untouched = torch.ones(flat_k.shape[0], dtype=torch.bool, device=DEVICE)
+    untouched[slots[keep]] = False
+    assert (flat_k[untouched] == 7).all() and (flat_v[untouched] == 7).all()
+    assert torch.isfinite(flat_v[slots[keep]]).all() and v.isfinite().all()
+
+
+def test_rotary_and_write_kv_e4m3_needs_scales():
+    cache = build_cos_sin_cache(64, 100, 10000.0, None).to(DEVICE)
+    q, k = _qk(4, 4, 2, 64, torch.float32)
+    v = torch.randn_like(k)
+    positions = torch.arange(4, device=DEVICE)
+    kv = torch.zeros(2, 16, 2, 64, device=DEVICE).to(torch.float8_e4m3fn)
+    slots = torch.arange(4, device=DEVICE)
+    one = torch.ones(1, device=DEVICE)
+    with pytest.raises(ValueError, match="k_scale"):
+        apply_rotary_and_write_kv(q, k, v, positions, cache, kv, kv, slots)
+    with pytest.raises(TypeError, match="v_scale"):
+        apply_rotary_and_write_kv(q, k, v, positions, cache, kv, kv, slots, one, one.half())
+    with pytest.raises(ValueError, match="one element"):
+        apply_rotary_and_write_kv(q, k, v, positions, cache, kv, kv, slots, torch.ones(2, device=DEVICE), one)
+    with pytest.raises(ValueError, match="e4m3"):
+        apply_rotary_and_write_kv(q, k, v, positions, cache, kv.float(), kv.float(), slots, one, one)

@@ -2,7 +2,7 @@
 independent float64 attention, on NaN-poisoned caches."""
 import pytest
 import torch
-from kernel_testing import PagedKV, assert_close, dense_attention
+from kernel_testing import PagedKV, assert_close, dense_attention, to_e4m3
 
 from kernels.paged_attention_decode import paged_attention_decode_ref
 from kernels.paged_attention_prefill import paged_attention_prefill_ref
@@ -101,3 +101,16 @@ def test_plan_is_reused_across_layers():
         out = paged_attention_torch(q, k_cache, v_cache, plan, 0.1)
         ref = paged_attention_prefill_ref(q, k_cache, v_cache, kv.block_tables, cu, kv.seq_lens, 0.1)
         assert_close(out, ref, torch.float32)
+
+
+@pytest.mark.parametrize("window", [None, 23])
+def test_e4m3_cache_matches_prefill_ref(window):
+    """An e4m3 cache with scales != 1: the batched path converts the gathered keys and applies the
+    scales as the reference does."""
+    kv, q, cu = _case(MIXED, 16, 2, 4, 64)
+    k_scale, v_scale = to_e4m3(kv, 0.03, 2.5)
+    plan = plan_paged_attention(kv.block_tables, kv.seq_lens, cu, 16, q.shape[0], q.dtype, window)
+    out = paged_attention_torch(q, kv.k_cache, kv.v_cache, plan, 0.125, k_scale, v_scale)
+    ref = paged_attention_prefill_ref(q, kv.k_cache, kv.v_cache, kv.block_tables, cu, kv.seq_lens, 0.125,
+                                      window=window, k_scale=k_scale, v_scale=v_scale)
+    assert_close(out, ref, torch.float32)
