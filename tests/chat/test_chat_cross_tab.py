@@ -1,4 +1,5 @@
-"""One reply at a time per conversation across tabs, and the other tabs following it live: two sockets
+"""One reply at a time per conversation across tabs, the other tabs following it live, and a tab opened
+mid-reply catching up (a snapshot, then the deltas past it): two sockets
 of one user on one conversation, on the real engine, through the in-memory channel layer and (when a
 Redis answers at REDIS_URL or 127.0.0.1:6379) through channels-redis; and the reply lease itself
 (chat.turn_lock): taken by one owner only, given back, and free again once a dead holder's expires."""
