@@ -15,7 +15,8 @@ the same check before it starts, so a lost announcement cannot let a turn throug
 One reply at a time per conversation, whichever tab, process or replica asks: a turn first takes the
 conversation's reply lease (chat.turn_lock) and a second tab's turn is refused with "reply_in_progress".
 The conversation's other tabs follow the reply live (chat.follow): the socket writing it tells its
-frames to the conversation's group, and a stop from a following tab reaches it the same way.
+frames to the conversation's group, and a stop from a following tab reaches it the same way. A tab
+opened mid-reply asks the group for the reply so far and carries on from it.
 """
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.session_key: str | None = session.session_key if session is not None else None
         self.access_groups: list[str] = []
         self.followers: follow.Followers | None = None  # with a turn running: the conversation's other tabs
+        self.catching_up: follow.CatchingUp | None = None  # opened mid-reply: until that reply ends
         self.lock: turn_lock.ReplyLock | None = None  # with a turn running: its conversation's reply lease
         # Accept, then close with our code: a socket refused during the handshake reaches the browser
         # as a bare 1006, and the page could not tell "log in again" from "no such conversation".
@@ -81,6 +83,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._close(exc.close_code)
             return
         await self._join_access_groups()
+        await self._catch_up()
+
+    async def _catch_up(self) -> None:
+        """Opened while another tab's reply is being written: ask its socket for the reply so far."""
+        if follow.conversation_group(self.conversation_id) not in self.access_groups:
+            return
+        try:
+            held = await _db(turn_lock.holder)(self.conversation_id)
+        except Exception:  # noqa: BLE001 - the database away: the page shows the reply when it ends
+            logger.warning("could not read the reply lock of conversation %s", self.conversation_id, exc_info=True)
+            return
+        if held is None:
+            return
+        self.catching_up = follow.CatchingUp()  # before asking: the answer may come at once
+        if not await follow.ask(self.channel_layer, self.conversation_id, self.channel_name):
+            self.catching_up = None
 
     async def disconnect(self, code: int) -> None:
         self.closed = True
@@ -131,8 +149,28 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def chat_follow(self, event: dict) -> None:
         """A frame of the reply another socket of this conversation is writing: passed on to this page."""
-        if event.get("origin") != self.channel_name and self.conversation is not None:
+        if event.get("origin") == self.channel_name or self.conversation is None:
+            return
+        catching_up = self.catching_up
+        if catching_up is None:
             await self._send(event["frame"])
+            return
+        for frame in catching_up.on_follow(event["frame"]):
+            await self._send(frame)
+        if catching_up.finished:
+            self.catching_up = None
+
+    async def chat_catchup(self, event: dict) -> None:
+        """A tab opened mid-reply asks for the reply so far: answered by the socket writing it."""
+        if event.get("origin") != self.channel_name and self.followers is not None:
+            await self.followers.answer(event["origin"])
+
+    async def chat_snapshot(self, event: dict) -> None:
+        """The reply so far, as this socket asked for it (chat_catchup): passed on, with what was held."""
+        if self.catching_up is None or self.conversation is None:
+            return
+        for frame in self.catching_up.on_snapshot(event["frame"]):
+            await self._send(frame)
 
     async def chat_stop(self, event: dict) -> None:
         """Another tab of this conversation pressed stop: stop this socket's reply, if one runs."""
@@ -263,8 +301,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.followers = follow.Followers(self.channel_layer, self.conversation_id, self.channel_name)
         # parent_id: what the new user message follows, or (regenerating) the user message answered again
         parent = plan.user_parent if plan.content is not None else plan.answered
-        await self.followers.tell(protocol.followed(start, user_content=plan.content,
-                                                    parent_id=parent.pk if parent is not None else None))
+        await self.followers.tell_start(protocol.followed(start, user_content=plan.content,
+                                                          parent_id=parent.pk if parent is not None else None),
+                                        turn.reply.pk)
         await self._stream(engine, plan, turn, prompt_ids, params, request_id)
 
     @staticmethod
@@ -283,7 +322,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             if not self.stop_requested:  # a stop that came while the turn was being saved
                 self.engine, self.request_id = engine, request_id
-                await self._forward(engine, plan, prompt_ids, params, request_id, stream, turn.reply.pk)
+                await self._forward(engine, plan, prompt_ids, params, request_id, stream)
         except EXPECTED_ERRORS as exc:  # the engine refused it (queue full) or died mid-reply
             failure = to_chat_error(exc)
         except Exception as exc:
@@ -302,7 +341,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # Free before the page hears the end, and the page's frame last: a next turn sent the moment it
         # arrives finds neither this task nor the lease still held.
         await self.lock.release()
-        await self.followers.tell(protocol.followed(end, content=stream.text))
+        await self.followers.tell_end(protocol.followed(end, content=stream.text))
         await self._send(end)
 
     async def _save_reply(self, turn: services.Turn, stream: ReplyStream, failure: ChatError | None) -> bool:
@@ -326,7 +365,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return False
 
     async def _forward(self, engine, plan: services.TurnPlan, prompt_ids: list[int], params, request_id: str,
-                       stream: ReplyStream, message_id: int) -> None:
+                       stream: ReplyStream) -> None:
         tenant = plan.conversation.tenant.engine_key
         aborted = False
         with track_request(request_id, tenant=tenant, profile=plan.profile.name, source="chat", prompt=plan.turns,
@@ -337,7 +376,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 if delta.text:
                     frame = protocol.delta_frame(delta.text)
                     await self._send(frame)
-                    await self.followers.tell(protocol.followed(frame, message_id=message_id))
+                    await self.followers.tell_delta(frame, delta.text)
                 if self.stop_requested and not delta.finished and not aborted:
                     aborted = True  # the stop came before the engine had the request: abort it now
                     engine.abort(request_id)

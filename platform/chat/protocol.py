@@ -36,7 +36,13 @@ server -> client
                                              "parent_id": the message the user message follows, or the one
                                              a regenerated reply answers), deltas,
                                              done (with the whole "content") and error frames, as that tab
-                                             gets them, marked "followed" and carrying the reply's message_id
+                                             gets them, marked "followed" and carrying the reply's message_id;
+                                             each followed delta carries "seq": its number in the reply (1, 2, ...)
+    {"type": "snapshot", "followed": true, "message_id": 12, "content": "...", "seq": 7, ...}
+                                             to a tab opened while another tab's reply streams, once: the
+                                             start's fields, the reply's text so far ("content") and the
+                                             number of deltas it covers ("seq"); the followed deltas after
+                                             it (seq > 7) carry on from there
 One reply at a time per conversation: a user_message or regenerate while another tab's reply runs is
 refused with the error code "reply_in_progress" (chat.turn_lock); a stop from any tab stops it.
 Close codes (errors.CLOSE_*): 4401 not logged in, 4403 not your conversation, 4404 no such conversation.
@@ -177,6 +183,12 @@ def budget_warning_frame(*, message: str, used_tokens: int, max_tokens: int, res
 def followed(frame: str, **extra) -> str:
     """`frame` as the conversation's other tabs get it: marked "followed", with `extra` fields."""
     return _dump({**json.loads(frame), "followed": True, **extra})
+
+
+def snapshot_frame(followed_start: str, content: str, seq: int) -> str:
+    """The reply so far, for a tab that joined mid-reply: its followed start frame's fields, the text of
+    its first `seq` deltas."""
+    return _dump({**json.loads(followed_start), "type": "snapshot", "content": content, "seq": seq})
 
 
 def error_frame(error: ChatError, message_id: int | None = None) -> str:

@@ -2,7 +2,8 @@
 real engine (the default SmolLM2 on the CPU), at a desktop (1280x800) and a phone (390x844) size, in
 English and Korean: a stored reply's TeX typeset by the vendored KaTeX; a PDF and a DOCX attached (their
 token counts shown before sending), a fake PDF refused with the reason; the message sent with its
-files; a second tab of the conversation that follows the first tab's reply as it streams, and stops it.
+files; a second tab of the conversation that follows the first tab's reply as it streams, and stops it;
+a third tab opened mid-reply that catches up and ends with the same text.
 
 Screenshots go to the test's tmp dir; with PAGODA_UPDATE_SCREENSHOTS=1 also to docs/screenshots/.
 """
@@ -118,12 +119,22 @@ def test_attachments_math_and_a_second_tab(files_server, tmp_path, user, viewpor
             second.screenshot(path=tmp_path / f"chat-follow-{user}.png")
             page.screenshot(path=tmp_path / f"chat-follow-first-{user}.png")
         second.screenshot(path=tmp_path / f"chat-follow-{user}.png")
+        # A tab opened now catches up: the reply so far at once (its row marked followed), then live.
+        third = page.context.new_page()
+        third.set_default_timeout(120_000)
+        third.on("pageerror", lambda error: page.errors.append(str(error)))
+        third.goto(page.url)
+        caught_up = third.locator(".msg-assistant.followed")
+        expect(caught_up).to_have_count(1)
+        expect(third.locator("#stop")).to_be_visible()
         second.click("#stop")
         expect(page.locator(".msg-assistant").last.locator(".badge.stopped")).to_have_text(T["stopped"])
         expect(followed.locator(".badge.stopped")).to_have_text(T["stopped"])
+        expect(caught_up.locator(".badge.stopped")).to_have_text(T["stopped"])
         expect(second.locator("#send")).to_be_visible()
         first_text = page.locator(".msg-assistant").last.locator(".msg-body").inner_text()
         assert followed.locator(".msg-body").inner_text() == first_text
+        assert caught_up.locator(".msg-body").inner_text() == first_text
 
         for name in ("chat-math", "chat-attach", "chat-follow"):
             keep_screenshot(tmp_path / f"{name}-{user}.png")

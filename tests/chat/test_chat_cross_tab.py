@@ -1,8 +1,10 @@
-"""One reply at a time per conversation across tabs, and the other tabs following it live: two sockets
+"""One reply at a time per conversation across tabs, the other tabs following it live, and a tab opened
+mid-reply catching up (a snapshot, then the deltas past it): two sockets
 of one user on one conversation, on the real engine, through the in-memory channel layer and (when a
 Redis answers at REDIS_URL or 127.0.0.1:6379) through channels-redis; and the reply lease itself
 (chat.turn_lock): taken by one owner only, given back, and free again once a dead holder's expires."""
 import asyncio
+import json
 import os
 import uuid
 from datetime import timedelta
@@ -111,6 +113,40 @@ async def test_a_second_tab_is_refused_and_follows_the_reply(engine, channel_lay
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_a_tab_opened_mid_reply_catches_up(engine, channel_layer, conversation, member, session_key):
+    key = await db(session_key)(member)
+    async with chat_socket(conversation.pk, key) as (a, _):
+        await send(a, {"type": "user_message", "content": "Tell me a story.", "profile": "long"})
+        own = await first_delta(a)
+        own.append(await next_frame(a))  # well into the reply
+        async with chat_socket(conversation.pk, key) as (b, _):
+            followed = await _frames_of_followed_reply(b)
+        own += await frames_until_end(a)
+
+    snapshot, deltas, done = followed[0], followed[1:-1], followed[-1]
+    assert snapshot["type"] == "snapshot" and snapshot["followed"] is True
+    assert snapshot["message_id"] == own[0]["message_id"] and snapshot["user_message_id"] == own[0]["user_message_id"]
+    assert snapshot["user_content"] == "Tell me a story." and snapshot["parent_id"] is None
+    assert snapshot["seq"] >= 1 and snapshot["content"].startswith(own[1]["text"])  # it joined mid-reply
+    assert all(f["type"] == "delta" and f["message_id"] == snapshot["message_id"] for f in deltas)
+    assert [f["seq"] for f in deltas] == list(range(snapshot["seq"] + 1, snapshot["seq"] + 1 + len(deltas)))
+    assert done["type"] == "done" and done["status"] == "complete"
+    assert snapshot["content"] + texts(deltas) == texts(own) == done["content"]  # nothing lost or doubled
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_tab_opened_while_no_reply_runs_gets_no_snapshot(engine, channel_layer, conversation, member,
+                                                                 session_key):
+    key = await db(session_key)(member)
+    async with chat_socket(conversation.pk, key) as (a, _), chat_socket(conversation.pk, key) as (b, _):
+        await send(a, {"type": "user_message", "content": "Hello"})
+        own = await frames_until_end(a)
+        followed = await _frames_of_followed_reply(b)
+    assert [f["type"] for f in followed if f["type"] != "delta"] == ["start", "done"]  # followed from its start
+    assert texts(followed) == texts(own) == followed[-1]["content"]
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_stop_from_the_following_tab_stops_the_reply(engine, channel_layer, conversation, member, session_key):
     key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (a, _), chat_socket(conversation.pk, key) as (b, _):
@@ -168,3 +204,52 @@ async def test_followers_stop_telling_once_the_layer_fails(monkeypatch):
     await followers.tell("{}")
     await followers.tell("{}")  # broken after the first: the reply never waits on it again
     assert followers.broken and layer.num_sends == 1
+
+
+# --- catching up: the order the layer delivers in ------------------------------------------------------
+def _delta(seq: int, text: str, message_id: int = 12) -> str:
+    return json.dumps({"type": "delta", "text": text, "followed": True, "message_id": message_id, "seq": seq})
+
+
+def _shown(frames: list[str]) -> str:
+    """What a page shows of the reply from the frames a socket passed on (the snapshot, then deltas)."""
+    text = ""
+    for frame in map(json.loads, frames):
+        text = frame["content"] if frame["type"] == "snapshot" else text + frame.get("text", "")
+    return text
+
+
+def test_catching_up_holds_deltas_until_the_snapshot_and_drops_those_it_covers():
+    from chat import follow, protocol
+
+    start = protocol.followed(protocol.start_frame(message_id=12, user_message_id=11, title="t", profile="quick"),
+                              user_content="Hi", parent_id=None)
+    catching_up = follow.CatchingUp()
+    passed = catching_up.on_follow(_delta(3, "c")) + catching_up.on_follow(_delta(4, "d"))  # before the snapshot
+    assert passed == []
+    passed += catching_up.on_snapshot(protocol.snapshot_frame(start, "abc", 3))  # covers delta 3, not 4
+    passed += catching_up.on_follow(_delta(4, "d"))  # a copy the layer delivered late: dropped
+    passed += catching_up.on_follow(_delta(5, "e"))
+    passed += catching_up.on_follow(_delta(1, "x", message_id=13))  # another reply's: passed on
+    assert [json.loads(f)["type"] for f in passed] == ["snapshot", "delta", "delta", "delta"]
+    assert _shown(passed[:3]) == "abcde"
+    assert not catching_up.finished
+    catching_up.on_follow(json.dumps({"type": "done", "followed": True, "message_id": 12, "content": "abcde"}))
+    assert catching_up.finished
+
+
+def test_catching_up_without_a_snapshot_passes_everything_on_at_the_end():
+    from chat import follow
+
+    catching_up = follow.CatchingUp()
+    assert catching_up.on_follow(_delta(1, "a")) == []
+    done = json.dumps({"type": "done", "followed": True, "message_id": 12, "content": "a"})
+    assert catching_up.on_follow(done) == [_delta(1, "a"), done]  # the end carries the whole text
+    assert catching_up.finished and catching_up.on_snapshot("{}") == []  # a late answer is ignored
+
+
+def test_no_snapshot_without_a_reply_streaming():
+    from chat import follow
+
+    followers = follow.Followers(None, 1, "me")
+    assert followers.snapshot() is None

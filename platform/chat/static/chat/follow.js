@@ -1,7 +1,9 @@
 /* Following a reply that another tab of this conversation is writing (frames marked "followed", see
  * platform/chat/follow.py): its user message and its reply appear here and stream as they do there.
  * While it runs this page offers Stop (the server passes it to the tab writing the reply), not Send.
- * A page opened mid-reply has the reply's row already (pending, empty): it fills it in when it ends.
+ * A page opened mid-reply gets one "snapshot" frame (the reply so far, and "seq": how many deltas it
+ * covers) and then streams on from there; a delta whose seq is not past the reply's is already shown.
+ * Without a snapshot (the writing tab unreachable) it fills the reply's row in when it ends.
  *
  *   const following = PagodaFollow.create({view, thread, strings, onChange, render, scrollToBottom});
  *   following.onFrame(frame); following.busy()
@@ -23,7 +25,7 @@
       if (reply && reply.article.dataset.id === String(frame.message_id)) return reply;
       const article = articleOf(frame.message_id);
       if (!article) return null;
-      reply = { article: article, body: article.querySelector(".msg-body"), raw: "", late: true };
+      reply = { article: article, body: article.querySelector(".msg-body"), raw: "", late: true, seq: 0 };
       article.classList.add("streaming");
       return reply;
     }
@@ -46,11 +48,27 @@
       article.dataset.parent = replyParent;
       article.dataset.status = "pending";
       article.classList.add("streaming", "followed");
-      reply = { article: article, body: article.querySelector(".msg-body"), raw: "", late: false };
+      reply = { article: article, body: article.querySelector(".msg-body"), raw: "", late: false, seq: 0 };
       reply.body.textContent = options.strings.other_tab;
       if (frame.title) view.updateSidebar(frame.title);
       view.refreshVersions(); // the newest branch, this one, is shown
       options.scrollToBottom();
+    }
+
+    // The reply so far: on its row if the page shows it (saved before the page was made), else as a start.
+    function snapshot(frame) {
+      const article = articleOf(frame.message_id);
+      if (article) {
+        article.dataset.status = "pending";
+        article.classList.add("streaming", "followed");
+        reply = { article: article, body: article.querySelector(".msg-body"), raw: "", late: false, seq: 0 };
+      } else {
+        start(frame);
+      }
+      reply.raw = frame.content;
+      reply.seq = frame.seq;
+      if (reply.raw) options.render(reply.body, reply.raw);
+      else reply.body.textContent = options.strings.other_tab;
     }
 
     function end(frame) {
@@ -71,9 +89,14 @@
 
     function onFrame(frame) {
       if (frame.type === "start") start(frame);
+      else if (frame.type === "snapshot") snapshot(frame);
       else if (frame.type === "delta") {
         const followed = current(frame);
         if (!followed || followed.late) { options.onChange(); return; } // late: its beginning is missing
+        if (typeof frame.seq === "number") {
+          if (frame.seq <= followed.seq) { options.onChange(); return; } // the snapshot had it
+          followed.seq = frame.seq;
+        }
         followed.raw += frame.text;
         options.render(followed.body, followed.raw);
       } else if (frame.type === "done" || frame.type === "error") end(frame);
