@@ -189,9 +189,16 @@ def test_killed_replica_its_clients_retry_on_the_other_and_nothing_saved_is_lost
     def reconnect():
         return cluster.socket(erin, conversation_id)
 
+    # The dead replica's turn held the conversation's reply lease: a new turn is refused as
+    # reply_in_progress until that lease expires (PAGODA_CHAT_REPLY_LOCK_SECONDS after its last renewal).
+    deadline = time.monotonic() + 45
     with wait_until(reconnect, 10, 1.0, what="the chat socket reconnected") as ws:
-        again = chat_turn(ws, {"type": "regenerate", "profile": "terse"})
-    assert again[-1]["type"] == "done" and again[-1]["status"] == "complete"
+        while True:
+            again = chat_turn(ws, {"type": "regenerate", "profile": "terse"})
+            if again[-1].get("code") != "reply_in_progress" or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+    assert again[-1]["type"] == "done" and again[-1]["status"] == "complete", again[-1]
 
     after = {row["id"]: row for row in cluster.db.rows("SELECT id, role, status, content FROM tenants_message")}
     assert all(after[row["id"]] == row for row in saved)  # every row saved before the kill, unchanged
