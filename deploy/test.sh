@@ -6,6 +6,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/setup.sh || exit 1
 export TOKENIZERS_PARALLELISM=false
+# Without a GPU the Triton kernels run in Triton's interpreter, which must be chosen before triton is
+# first imported: pytest-django sets Django up (and the apps import the engine) before any conftest runs.
+if ! .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  export TRITON_INTERPRET=${TRITON_INTERPRET:-1}
+fi
 # The first run converts the embedded GGUF model once into the local cache (about a minute).
 .venv/bin/python -c "from inference.model_loader import resolve_model_path; resolve_model_path('smollm2-135m-instruct')" || exit 1
 .venv/bin/python -m pytest -q "$@"
