@@ -65,7 +65,9 @@ def _server_with_own_role(folder, model_path, name: str, extra_env: dict):
         with rs.running_server(folder, str(model_path), engine_config={"num_kv_blocks": 256},
                                seed={"num_users": 1, "num_conversations": 6, "max_tokens": 6, "long_tokens": 60},
                                database_url=f"postgres://{name}@{host}/{name}",
+                               # a lost reply's lease (its release failed too) lapses as it goes stale
                                extra_env={"PAGODA_CHAT_STALE_REPLY_SECONDS": str(STALE_REPLY_S),
+                                          "PAGODA_CHAT_REPLY_LOCK_SECONDS": str(STALE_REPLY_S),
                                           "PAGODA_API_CACHE_SECONDS": "0", **extra_env}) as server:
             server.role = name
             server.db = rs.live.LiveDb(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}")  # reads as the admin

@@ -207,7 +207,7 @@ def test_tenant_deactivation_closes_its_members_sockets(live):
     acme = open_socket(live.url, _user(live, "acme-user-0")["conversations"][0], _user(live, "acme-user-0")["session"])
     try:
         started = time.monotonic()
-        admin_action(admin, f"/admin/tenants/tenant/{live.tenants['globex']}/change/", {"name": "Globex"})
+        admin_action(admin, f"/admin/tenants/tenant/{live.tenants['globex']}/change/", {"name": "Globex", "slug": "globex"})
         for ws in sockets:
             expect_closed(ws, started, 4403, "access_revoked")
         expect_served(acme)
