@@ -272,14 +272,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 self.user, plan.conversation.tenant, request_id,
                 len(prompt_ids) + (params.max_tokens or engine.max_model_len - len(prompt_ids)))
         except ChatAccessError as exc:  # signed out, deleted, or the user left the tenant since it opened
+            await self.lock.release()
             await self._end_access(exc.close_code)
             return
         except EXPECTED_ERRORS as exc:  # refused before anything was saved
-            await self._send(protocol.error_frame(to_chat_error(exc)))
+            await self._refuse(to_chat_error(exc))
             return
         except Exception as exc:
             logger.exception("chat turn of conversation %s failed before it started", self.conversation_id)
-            await self._send(protocol.error_frame(to_chat_error(exc)))
+            await self._refuse(to_chat_error(exc))
             return
         if self.closed:
             await _db(budgets.release)(request_id)  # governance: the turn never ran
@@ -291,7 +292,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except Exception as exc:  # e.g. the conversation was deleted a moment ago; nothing was saved
             logger.exception("could not save the turn of conversation %s", self.conversation_id)
             await _db(budgets.release)(request_id)  # governance: the turn never ran
-            await self._send(protocol.error_frame(to_chat_error(exc)))
+            await self._refuse(to_chat_error(exc))
             return
         start = protocol.start_frame(
             message_id=turn.reply.pk, user_message_id=turn.user_message.pk if turn.user_message else None,
@@ -305,6 +306,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
                                                           parent_id=parent.pk if parent is not None else None),
                                         turn.reply.pk)
         await self._stream(engine, plan, turn, prompt_ids, params, request_id)
+
+    async def _refuse(self, error: ChatError) -> None:
+        """A turn refused before its reply began: the lease is given back before the page hears why, as
+        at a reply's end, so a turn sent the moment the error arrives is not refused as in progress."""
+        await self.lock.release()
+        await self._send(protocol.error_frame(error))
 
     @staticmethod
     def _prompt_ids(engine, plan: services.TurnPlan, max_tokens: int | None) -> list[int]:
