@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q, QuerySet, Sum
+from django.db.models import BigIntegerField, F, Func, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from governance.models import Budget, BudgetReservation, UsageRecord
@@ -108,11 +109,21 @@ def status(budget: Budget, user_id: int | None = None, now: datetime.datetime | 
     employee an each-employee budget is read for."""
     now = now or timezone.now()
     start, end = period_bounds(budget.period, now)
-    used = _scoped(UsageRecord.objects.all(), budget, user_id, start).aggregate(
-        n=Sum(F("num_prompt_tokens") + F("num_output_tokens")))["n"] or 0
-    reserved = _scoped(BudgetReservation.objects.all(), budget, user_id, max(start, now - _reservation_ttl())
-                       ).aggregate(n=Sum("num_tokens"))["n"] or 0
-    return BudgetStatus(budget, used + reserved, end)
+    used = _total(_scoped(UsageRecord.objects.all(), budget, user_id, start),
+                  F("num_prompt_tokens") + F("num_output_tokens"))
+    reserved = _total(_scoped(BudgetReservation.objects.all(), budget, user_id, max(start, now - _reservation_ttl())),
+                      F("num_tokens"))
+    # One statement, so one snapshot: read as two, a request finishing in between (its ledger row
+    # written and its reservation deleted, together) would be in neither sum on PostgreSQL, and the
+    # budget would let one request too many in.
+    row = Budget.objects.filter(pk=budget.pk).values_list(used + reserved).first()
+    return BudgetStatus(budget, row[0] if row else 0, end)
+
+
+def _total(rows: QuerySet, tokens) -> Coalesce:
+    """SUM(tokens) over `rows` as a scalar subquery, 0 over none."""
+    total = rows.order_by().annotate(n=Func(tokens, function="SUM", output_field=BigIntegerField())).values("n")
+    return Coalesce(Subquery(total), 0, output_field=BigIntegerField())
 
 
 # --- reserving ----------------------------------------------------------------------------------------

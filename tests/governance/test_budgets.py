@@ -69,6 +69,18 @@ def test_spend_counts_this_period_and_live_reservations_only(tenant, make_member
     assert budgets.status(budget).num_used_tokens == 30
 
 
+def test_spend_is_read_in_one_statement(tenant, make_member, django_assert_num_queries):
+    """The ledger and the reservations are summed in one snapshot: read in two statements, a request
+    finishing between them (ledger row written, reservation deleted, one transaction) counted in neither,
+    and a PostgreSQL burst let one request more in than the budget allowed."""
+    bob = make_member(tenant, "bob")
+    budget = services.set_budget(tenant, period="day", source="chat", max_tokens=100)
+    chat_turn(bob, history.create_conversation(tenant, bob), prompt_tokens=40, output_tokens=5)
+    budgets.reserve_chat(bob, tenant, "live", 30)
+    with django_assert_num_queries(1):
+        assert budgets.status(budget).num_used_tokens == 75
+
+
 def test_budget_settings_are_validated_and_audited(tenant, other_tenant, make_member):
     bob = make_member(tenant, "bob")
     outsider = make_member(other_tenant, "eve")
