@@ -271,13 +271,16 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         card = torch.cuda.get_device_name(0)
-    print(f"# device {device} ({card}), HTTP client {http_backend()}, {time.strftime('%Y-%m-%d')}", flush=True)
+    print(f"# device {device} ({card}), HTTP client {http_backend()}, {time.strftime('%Y-%m-%d')}, "
+          f"engine config {json.dumps(args.engine_config)}", flush=True)
     work_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="servebench-"))
     work_dir.mkdir(parents=True, exist_ok=True)
     model = prepare_model(args, device) if not args.url else args.model_path
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model if model else args.tokenizer_from)
+    from inference.model_loader import resolve_model_path  # a built-in name's folder too
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model) if model else args.tokenizer_from)
     prompts = Prompts(tokenizer, args.seed)
     n = max(1, args.probe_repeats)
     args.probe_spec = {"system": prompts.text(args.system_len),

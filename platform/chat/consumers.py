@@ -83,6 +83,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._close(exc.close_code)
             return
         await self._join_access_groups()
+        # Read access again now that the groups are joined: a logout, deactivation or removal made since
+        # the handshake was announced before this socket could hear it (the page already sees it open).
+        try:
+            await _db(access.verify_socket)(self.user, self.session_key, self.conversation_id)
+        except ChatAccessError as exc:
+            await self._end_access(exc.close_code)
+            return
         await self._catch_up()
 
     async def _catch_up(self) -> None:

@@ -152,3 +152,25 @@ def test_saving_a_login_time_reads_nothing_more(member, django_assert_num_querie
     member.last_login = timezone.now()
     with django_assert_num_queries(1):  # the UPDATE only: no access fields changed, nothing to look up
         member.save(update_fields=["last_login"])
+
+
+async def test_a_deactivation_while_the_socket_connects_closes_it(conversation, member, session_key, monkeypatch):
+    """Regression: the page saw the socket open (accepted) before it had joined its announcement groups,
+    and an account deactivated in between stayed connected until its next turn."""
+    from chat.consumers import ChatConsumer
+
+    join = ChatConsumer._join_access_groups
+
+    async def deactivated_meanwhile(consumer):
+        def deactivate():
+            member.is_active = False
+            member.save()  # announced now, to groups this socket has not joined yet
+
+        await db(deactivate)()
+        await join(consumer)
+
+    monkeypatch.setattr(ChatConsumer, "_join_access_groups", deactivated_meanwhile)
+    key = await db(session_key)(member)
+    async with chat_socket(conversation.pk, key) as (communicator, connected):
+        assert connected
+        await _expect_closed_with_frame(communicator, 4401, "signed_out")

@@ -42,42 +42,17 @@
   function open(article) {
     if (article.querySelector(".edit-form")) return;
     const body = article.querySelector(".msg-body");
-    const form = document.createElement("form");
-    form.className = "edit-form";
-    const area = document.createElement("textarea");
-    area.value = body.textContent;
+    const { form, area } = PagodaInlineForm({
+      className: "edit-form", text: body.textContent, label: T.edit, hint: T.edit_hint,
+      cancelLabel: T.cancel, submitLabel: T.edit_send, submitClass: "edit-send", enterSubmits: true,
+      onCancel: () => close(article),
+      onSubmit: (text) => {
+        if (!text.trim()) return;
+        close(article);
+        thread.dispatchEvent(new CustomEvent("pagoda:edit", { detail: { article: article, text: text } }));
+      },
+    });
     area.rows = Math.min(10, Math.max(2, area.value.split("\n").length));
-    area.setAttribute("aria-label", T.edit);
-    const hint = document.createElement("span");
-    hint.className = "edit-hint";
-    hint.textContent = T.edit_hint;
-    const cancel = document.createElement("button");
-    cancel.type = "button";
-    cancel.className = "secondary";
-    cancel.textContent = T.cancel;
-    const send = document.createElement("button");
-    send.type = "submit";
-    send.className = "edit-send";
-    send.textContent = T.edit_send;
-    const actions = document.createElement("div");
-    actions.className = "edit-form-actions";
-    actions.append(cancel, send);
-    form.append(area, hint, actions);
-    form.addEventListener("submit", (event) => {
-      event.preventDefault();
-      const text = area.value;
-      if (!text.trim()) return;
-      close(article);
-      thread.dispatchEvent(new CustomEvent("pagoda:edit", { detail: { article: article, text: text } }));
-    });
-    cancel.addEventListener("click", () => close(article));
-    area.addEventListener("keydown", (event) => {
-      if (event.key === "Escape") { event.stopPropagation(); close(article); }
-      if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
-        event.preventDefault();
-        form.requestSubmit();
-      }
-    });
     body.hidden = true;
     actionsOf(article).hidden = true;
     body.after(form);

@@ -88,32 +88,12 @@
   // An inline form under the reply: a comment for the rating given (optional; Escape or Cancel closes it).
   function openForm(article) {
     closeForm(article);
-    const form = document.createElement("form");
-    form.className = "feedback-form";
-    const area = document.createElement("textarea");
-    area.rows = 2;
-    area.maxLength = 2000;
-    area.placeholder = T.feedback_placeholder;
-    area.setAttribute("aria-label", T.feedback_comment);
-    area.value = article.dataset.feedbackComment || "";
-    const saveButton = document.createElement("button");
-    saveButton.type = "submit";
-    saveButton.textContent = T.feedback_save;
-    const cancel = document.createElement("button");
-    cancel.type = "button";
-    cancel.className = "secondary";
-    cancel.textContent = T.cancel;
-    const actions = document.createElement("div");
-    actions.className = "feedback-form-actions";
-    actions.append(cancel, saveButton);
-    form.append(area, actions);
-    form.addEventListener("submit", (event) => {
-      event.preventDefault();
-      save(article, article.dataset.feedback, area.value).then(() => closeForm(article), () => {});
-    });
-    cancel.addEventListener("click", () => closeForm(article));
-    area.addEventListener("keydown", (event) => {
-      if (event.key === "Escape") { event.stopPropagation(); closeForm(article); }
+    const { form, area } = PagodaInlineForm({
+      className: "feedback-form", text: article.dataset.feedbackComment, maxLength: 2000,
+      placeholder: T.feedback_placeholder, label: T.feedback_comment,
+      cancelLabel: T.cancel, submitLabel: T.feedback_save,
+      onCancel: () => closeForm(article),
+      onSubmit: (text) => save(article, article.dataset.feedback, text).then(() => closeForm(article), () => {}),
     });
     article.querySelector(".msg-meta").after(form);
     area.focus();
