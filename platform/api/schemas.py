@@ -146,6 +146,8 @@ class TokenizeRequest(RequestModel):
     model: str | None = Field(None, description="Optional: checked like the completions' `model`.")
     prompt: str | list[int] | None = None
     messages: list[ChatMessage] | None = None
+    tools: list[Tool] | None = Field(None, description="With messages: rendered as a chat completion with these "
+                                                       "tools (and tool_choice other than none) renders them.")
     add_generation_prompt: bool = Field(True, description="With messages: end with the assistant's turn opening.")
     return_token_strs: bool = Field(False, description="Also return each token's text.")
 

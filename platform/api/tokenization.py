@@ -3,7 +3,7 @@ tokenizer for clients that count or inspect tokens.
 
 /tokenize returns the token ids a completion of the same input would feed the engine: the tenant's
 system prompt first (it is part of every prompt, and of the context the client must fit in), then
-`prompt` as /v1/completions reads it, or `messages` through the chat template as
+`prompt` as /v1/completions reads it, or `messages` (and `tools`) through the chat template as
 /v1/chat/completions renders them. /detokenize turns ids back into text.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ from api.errors import EXPECTED_ERRORS, ApiError, error_response, invalid, to_ap
 from api.profiles import resolve_profile
 from api.prompts import chat_prompt_ids, completion_prompt_ids
 from api.schemas import DetokenizeRequest, TokenizeRequest
+from api.tools import tools_for_template
 from pagoda.db import db_call
 from tenants import selectors
 from api.models import ApiKey
@@ -55,11 +56,14 @@ async def tokenize(key: ApiKey, body: TokenizeRequest) -> HttpResponse:
     async def work() -> dict:
         if (body.prompt is None) == (body.messages is None):
             raise invalid("Send either `prompt` or `messages`.", "prompt")
+        if body.tools is not None and body.messages is None:
+            raise invalid("`tools` go with `messages`: a completion's prompt shows no tools.", "tools")
         system_prompt = await db_call(_system_prompt)(key.tenant, body.model)
         engine = await engine_runtime.aget_engine(timeout=0)
         if body.messages is not None:
             ids = await asyncio.to_thread(chat_prompt_ids, engine, system_prompt, body.messages,
-                                          add_generation_prompt=body.add_generation_prompt)
+                                          add_generation_prompt=body.add_generation_prompt,
+                                          tools=tools_for_template(body))
         else:
             ids = await asyncio.to_thread(completion_prompt_ids, engine, system_prompt, body.prompt)
             vocab = _vocab_size(engine.tokenizer)  # token ids sent as the prompt are echoed, so checked here

@@ -27,7 +27,7 @@ from typing import Any
 from django.conf import settings
 
 from api.errors import invalid
-from api.schemas import ChatCompletionRequest, ChatMessage
+from api.schemas import ChatCompletionRequest, ChatMessage, TokenizeRequest
 from inference import StructuredOutputsParams
 from inference.tool_parsers import ToolCall, ToolParser, tool_parser_for
 from inference.tool_parsers.stream import ToolCallStream, final_content
@@ -170,7 +170,7 @@ def plan_tools(body: ChatCompletionRequest) -> ToolPlan | None:
     return ToolPlan("named", functions, tools, parallel=False, named=choice.function.name)
 
 
-def tools_for_template(body: ChatCompletionRequest) -> list[dict] | None:
+def tools_for_template(body: ChatCompletionRequest | TokenizeRequest) -> list[dict] | None:
     """The tools the prompt shows the model: all of them, even under tool_choice "none" (the history may
     refer to them), as the chat template takes them."""
     if not body.tools:

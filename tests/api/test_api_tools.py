@@ -231,3 +231,14 @@ def test_a_forced_call_beside_another_constraint_is_a_400(api, key, engine):
     assert response.status_code == 400, response.content
     assert response.json()["error"]["param"] == "tool_choice"
     assert not engine.requests
+
+
+def test_tokenize_counts_the_tools_a_chat_completion_shows(api, key, engine):
+    body = {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [WEATHER_TOOL, TIME_TOOL]}
+    tokens = api.post("tokenize", body, key).json()
+    plain = api.post("tokenize", {"messages": body["messages"]}, key).json()
+    charged = _ask(api, key, engine, "It is sunny.").json()["usage"]["prompt_tokens"]
+    assert tokens["count"] == charged > plain["count"]
+    assert engine.tokenizer.decode(tokens["tokens"]).startswith("<tools>get_weather,get_time")
+    refused = api.post("tokenize", {"prompt": "Hi", "tools": [WEATHER_TOOL]}, key)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "tools"
