@@ -57,6 +57,7 @@ class EngineCore:
         self.listener = _listen(listen_path) if listen_path else None
         self._stopping = False
         self._sender = conn  # the frontend whose command is being handled
+        engine.grammars.warm_up()  # not on the loop at the first structured-output request
 
     def run(self) -> None:
         engine = self.engine

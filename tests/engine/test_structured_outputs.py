@@ -119,6 +119,19 @@ def test_grammars_are_compiled_once_per_constraint(smol):
     assert a is b and a is not c
 
 
+def test_the_compiler_is_built_ahead_of_the_first_constrained_request(tiny_llama_path):
+    """warm_up (the engine core's start) builds the vocabulary's table in a thread; the first request
+    then finds it, and a constraint compiled from it works."""
+    grammars = LLM(model=str(tiny_llama_path), progress=False, device="cpu", num_kv_blocks=16).engine.grammars
+    assert grammars._compiler is None  # an offline engine builds it on first use
+    grammars.warm_up()
+    grammars._warming.join(timeout=60)
+    built = grammars._compiler
+    assert built is not None
+    matcher = grammars.matcher(StructuredOutputsParams(choice=["yes", "no"]))
+    assert grammars._compiler is built and not matcher.is_terminated()
+
+
 def test_matcher_state_survives_preemption(tiny_llama_path):
     """A pool too small for every sequence at once preempts some mid-output; each recomputes its
     prompt and output and goes on from its matcher's state: the tokens are those of a roomy pool."""
