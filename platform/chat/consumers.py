@@ -21,6 +21,7 @@ opened mid-reply asks the group for the reply so far and carries on from it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 
@@ -82,30 +83,35 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except ChatAccessError as exc:
             await self._close(exc.close_code)
             return
+        # From the join until it is known whether another tab's reply runs, that reply's frames are held:
+        # one that starts meanwhile is followed from its start, one already running is caught up on.
+        self.catching_up = follow.CatchingUp()
         await self._join_access_groups()
-        # Read access again now that the groups are joined: a logout, deactivation or removal made since
-        # the handshake was announced before this socket could hear it (the page already sees it open).
         try:
-            await _db(access.verify_socket)(self.user, self.session_key, self.conversation_id)
+            held = await _db(self._recheck)()
         except ChatAccessError as exc:
             await self._end_access(exc.close_code)
             return
-        await self._catch_up()
+        except Exception:  # noqa: BLE001 - the database away: the page shows a running reply when it ends
+            logger.warning("could not recheck chat socket of conversation %s", self.conversation_id, exc_info=True)
+            held = None
+        catching_up = self.catching_up
+        if catching_up is None:  # a reply started (or ended) since the join: followed as it is
+            return
+        if held is not None and await follow.ask(self.channel_layer, self.conversation_id, self.channel_name):
+            return  # opened while another tab's reply is being written: its socket sends it so far
+        self.catching_up = None
+        for frame in catching_up.give_up():
+            await self._send(frame)
 
-    async def _catch_up(self) -> None:
-        """Opened while another tab's reply is being written: ask its socket for the reply so far."""
-        if follow.conversation_group(self.conversation_id) not in self.access_groups:
-            return
-        try:
-            held = await _db(turn_lock.holder)(self.conversation_id)
-        except Exception:  # noqa: BLE001 - the database away: the page shows the reply when it ends
-            logger.warning("could not read the reply lock of conversation %s", self.conversation_id, exc_info=True)
-            return
-        if held is None:
-            return
-        self.catching_up = follow.CatchingUp()  # before asking: the answer may come at once
-        if not await follow.ask(self.channel_layer, self.conversation_id, self.channel_name):
-            self.catching_up = None
+    def _recheck(self) -> str | None:
+        """Once the groups are joined, in one database call: access read again (a logout, deactivation or
+        removal made since the handshake was announced before this socket could hear it, and the page
+        already sees it open), then the owner of a reply being written, if this socket follows them."""
+        following = follow.conversation_group(self.conversation_id) in self.access_groups
+        held = turn_lock.holder(self.conversation_id) if following else None
+        access.verify_socket(self.user, self.session_key, self.conversation_id)
+        return held
 
     async def disconnect(self, code: int) -> None:
         self.closed = True
@@ -244,12 +250,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     # -- one turn --------------------------------------------------------------------------------------
     async def _turn(self, frame: protocol.ClientFrame) -> None:
-        """Run the turn holding the conversation's reply lease; refused while another tab's reply runs."""
+        """Run the turn holding the conversation's reply lease; refused while another tab's reply runs.
+        The lease, the session's check and the turn's plan are one database call."""
         self.lock = lock = turn_lock.ReplyLock(self.conversation_id, settings.PAGODA_CHAT_REPLY_LOCK_SECONDS)
         try:
-            acquired = await lock.acquire()
+            acquired, plan = await lock.acquire(then=functools.partial(self._plan, frame))
+        except ChatAccessError as exc:  # signed out, deleted, or the user left the tenant since it opened
+            await self._end_access(exc.close_code)
+            return
+        except EXPECTED_ERRORS as exc:  # refused before anything was saved (the lease is given back)
+            await self._send(protocol.error_frame(to_chat_error(exc)))
+            return
         except Exception as exc:  # the database is away
-            logger.exception("could not take the reply lock of conversation %s", self.conversation_id)
+            logger.exception("chat turn of conversation %s failed before it started", self.conversation_id)
             await self._send(protocol.error_frame(to_chat_error(exc)))
             return
         if not acquired:
@@ -257,31 +270,26 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 "reply_in_progress", "A reply is already being written in another tab; wait for it or stop it.")))
             return
         try:
-            await self._locked_turn(frame)
+            await self._locked_turn(plan)
         finally:
             self.followers = None
             await lock.release()  # a no-op when _stream gave it back already
 
-    async def _locked_turn(self, frame: protocol.ClientFrame) -> None:
+    def _plan(self, frame: protocol.ClientFrame) -> services.TurnPlan:
+        """Under the lease, in its database call: the session still logs the user in (not logged out,
+        deactivated...), and what the turn needs."""
+        access.verify_session(self.user.pk, self.session_key)
+        return services.plan_turn(
+            self.user, self.conversation_id, content=frame.content, profile_name=frame.profile,
+            attachment_ids=frame.attachment_ids,
+            parent_id=frame.parent_id, edit_of=frame.message_id if frame.type == protocol.EDIT else None,
+            answer_id=frame.message_id if frame.type == protocol.REGENERATE else None)
+
+    async def _locked_turn(self, plan: services.TurnPlan) -> None:
         try:
-            await _db(access.verify_session)(self.user.pk, self.session_key)  # logged out, deactivated...
-            plan = await _db(services.plan_turn)(
-                self.user, self.conversation_id, content=frame.content, profile_name=frame.profile,
-                attachment_ids=frame.attachment_ids,
-                parent_id=frame.parent_id, edit_of=frame.message_id if frame.type == protocol.EDIT else None,
-                answer_id=frame.message_id if frame.type == protocol.REGENERATE else None)
             engine = await engine_runtime.aget_engine(timeout=settings.PAGODA_CHAT_ENGINE_WAIT_SECONDS)
             params = plan.profile.to_sampling_params(n=1, logprobs=None)  # the page shows one reply
             prompt_ids = await asyncio.to_thread(self._prompt_ids, engine, plan, params.max_tokens)
-            request_id = f"chat-{self.conversation_id}-{uuid.uuid4().hex[:16]}"
-            # governance: reserve the turn's most against the token budgets (QuotaExceeded: spent)
-            budget_warning = await _db(budgets.reserve_chat)(
-                self.user, plan.conversation.tenant, request_id,
-                len(prompt_ids) + (params.max_tokens or engine.max_model_len - len(prompt_ids)))
-        except ChatAccessError as exc:  # signed out, deleted, or the user left the tenant since it opened
-            await self.lock.release()
-            await self._end_access(exc.close_code)
-            return
         except EXPECTED_ERRORS as exc:  # refused before anything was saved
             await self._refuse(to_chat_error(exc))
             return
@@ -290,17 +298,21 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._refuse(to_chat_error(exc))
             return
         if self.closed:
-            await _db(budgets.release)(request_id)  # governance: the turn never ran
+            return
+        request_id = f"chat-{self.conversation_id}-{uuid.uuid4().hex[:16]}"
+        # governance: reserve the turn's most against the token budgets (QuotaExceeded: spent)
+        num_tokens = len(prompt_ids) + (params.max_tokens or engine.max_model_len - len(prompt_ids))
+        try:
+            budget_warning, turn = await _db(self._begin)(plan, request_id, num_tokens)
+        except EXPECTED_ERRORS as exc:  # refused before anything was saved
+            await self._refuse(to_chat_error(exc))
+            return
+        except Exception as exc:  # e.g. the conversation was deleted a moment ago; nothing was saved
+            logger.exception("could not save the turn of conversation %s", self.conversation_id)
+            await self._refuse(to_chat_error(exc))
             return
         if budget_warning is not None:  # governance: 80% of a budget is spent
             await self._send(protocol.budget_warning_frame(**budgets.warning_fields(budget_warning)))
-        try:
-            turn = await _db(services.begin_turn)(plan, request_id, settings.PAGODA_CHAT_STALE_REPLY_SECONDS)
-        except Exception as exc:  # e.g. the conversation was deleted a moment ago; nothing was saved
-            logger.exception("could not save the turn of conversation %s", self.conversation_id)
-            await _db(budgets.release)(request_id)  # governance: the turn never ran
-            await self._refuse(to_chat_error(exc))
-            return
         start = protocol.start_frame(
             message_id=turn.reply.pk, user_message_id=turn.user_message.pk if turn.user_message else None,
             title=turn.title, profile=plan.profile.name,
@@ -313,6 +325,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
                                                           parent_id=parent.pk if parent is not None else None),
                                         turn.reply.pk)
         await self._stream(engine, plan, turn, prompt_ids, params, request_id)
+
+    def _begin(self, plan: services.TurnPlan, request_id: str, num_tokens: int):
+        """In one database call: reserve the turn's tokens (QuotaExceeded when a budget is spent), then
+        save the user message and the pending reply; a turn that could not be saved reserves nothing."""
+        budget_warning = budgets.reserve_chat(self.user, plan.conversation.tenant, request_id, num_tokens)
+        try:
+            return budget_warning, services.begin_turn(plan, request_id, settings.PAGODA_CHAT_STALE_REPLY_SECONDS)
+        except BaseException:
+            try:
+                budgets.release(request_id)  # governance: the turn never ran
+            except Exception:  # noqa: BLE001 - the database away: the reservation lapses by itself
+                logger.warning("could not release the reservation of %s", request_id, exc_info=True)
+            raise
 
     async def _refuse(self, error: ChatError) -> None:
         """A turn refused before its reply began: the lease is given back before the page hears why, as

@@ -106,7 +106,8 @@ async def ask(layer, conversation_id: int, origin: str) -> bool:
 
 
 class CatchingUp:
-    """What a socket that joined mid-reply passes on to its page, in order, none lost or doubled.
+    """What a socket that joined mid-reply passes on to its page, in order, none lost or doubled. A
+    socket catches up from joining its group until it knows whether a reply runs (give_up when none).
 
     Until the snapshot comes, the reply's deltas are held; the snapshot is passed on with the held
     deltas it does not cover, and after it only deltas numbered past it. A start or an end that comes
@@ -146,10 +147,20 @@ class CatchingUp:
             self.finished = True
         return [frame]
 
+    def give_up(self) -> list[str]:
+        """No reply to catch up on after all: what was held, to pass on; the socket then follows as any other."""
+        self.waiting = False
+        self.finished = True
+        held, self.held = self.held, []
+        return held
+
     def _passes(self, data: dict) -> bool:
-        """False for a delta of the caught-up reply that the page has had (by the snapshot or already)."""
-        if data.get("type") != "delta" or data.get("message_id") != self.message_id:
+        """False for what of the caught-up reply the page has had: its start (the snapshot begins with it,
+        and the start's own frame can come after the snapshot) and the deltas up to the snapshot's."""
+        if data.get("message_id") != self.message_id or data.get("type") not in ("start", "delta"):
             return True
+        if data["type"] == "start":
+            return False
         seq = data.get("seq", 0)
         if seq <= self.seq:
             return False

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
+from typing import TypeVar
 
 from django.db.models import Q
 from django.utils import timezone
@@ -21,6 +23,7 @@ from chat.models import Conversation
 from pagoda.db import db_call
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def acquire(conversation_id: int, owner: str, ttl_s: float) -> bool:
@@ -47,7 +50,7 @@ def holder(conversation_id: int) -> str | None:
 
 
 class ReplyLock:
-    """The lease of one turn: `await lock.acquire()`, then `await lock.release()` whatever happens.
+    """The lease of one turn: `await lock.acquire(...)`, then `await lock.release()` whatever happens.
     While held it is renewed every third of its time to live, from the event loop."""
 
     def __init__(self, conversation_id: int, ttl_s: float):
@@ -56,11 +59,29 @@ class ReplyLock:
         self.owner = uuid.uuid4().hex
         self._renewing: asyncio.Task | None = None
 
-    async def acquire(self) -> bool:
-        if not await db_call(acquire)(self.conversation_id, self.owner, self.ttl_s):
-            return False
-        self._renewing = asyncio.create_task(self._renew())
-        return True
+    async def acquire(self, then: Callable[[], T] | None = None) -> tuple[bool, T | None]:
+        """Take the lease: (False, None) while another owner holds it. With `then`, also run then() under
+        the lease in the same database call (one connection, one thread hop) and return what it gives:
+        (True, then()). If then() raises, the lease is given back and the exception propagates."""
+        taken, value = await db_call(self._acquire_then)(then)
+        if taken:
+            self._renewing = asyncio.create_task(self._renew())
+        return taken, value
+
+    def _acquire_then(self, then: Callable[[], T] | None) -> tuple[bool, T | None]:
+        if not acquire(self.conversation_id, self.owner, self.ttl_s):
+            return False, None
+        if then is None:
+            return True, None
+        try:
+            return True, then()
+        except BaseException:
+            try:
+                release(self.conversation_id, self.owner)
+            except Exception:  # noqa: BLE001 - the database away: the lease expires by itself
+                logger.warning("could not release the reply lock of conversation %s", self.conversation_id,
+                               exc_info=True)
+            raise
 
     async def _renew(self) -> None:
         while True:

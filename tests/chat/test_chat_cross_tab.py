@@ -46,6 +46,13 @@ def _messages(conversation_id: int) -> list[Message]:
     return list(Message.objects.filter(conversation_id=conversation_id).order_by("created_at", "id"))
 
 
+async def _set_up(communicator) -> None:
+    """Until the socket has set itself up (groups joined, access read again): a frame is answered only
+    after that, and a bad one gets its error."""
+    await send(communicator, "{broken")
+    assert (await next_frame(communicator))["code"] == "invalid_json"
+
+
 async def _frames_of_followed_reply(communicator) -> list[dict]:
     """A following tab's frames up to the followed reply's done or error (any other frame kept too)."""
     frames = []
@@ -82,6 +89,7 @@ def test_a_dead_holders_lease_expires(conversation):
 async def test_a_second_tab_is_refused_and_follows_the_reply(engine, channel_layer, conversation, member, session_key):
     key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (a, _), chat_socket(conversation.pk, key) as (b, _):
+        await _set_up(b)  # open before the reply starts: it follows it from its start
         await send(a, {"type": "user_message", "content": "Tell me a story.", "profile": "long"})
         own = await first_delta(a)
         await send(b, {"type": "user_message", "content": "Me too"})
@@ -139,6 +147,7 @@ async def test_a_tab_opened_while_no_reply_runs_gets_no_snapshot(engine, channel
                                                                  session_key):
     key = await db(session_key)(member)
     async with chat_socket(conversation.pk, key) as (a, _), chat_socket(conversation.pk, key) as (b, _):
+        await _set_up(b)
         await send(a, {"type": "user_message", "content": "Hello"})
         own = await frames_until_end(a)
         followed = await _frames_of_followed_reply(b)
@@ -236,6 +245,28 @@ def test_catching_up_holds_deltas_until_the_snapshot_and_drops_those_it_covers()
     assert not catching_up.finished
     catching_up.on_follow(json.dumps({"type": "done", "followed": True, "message_id": 12, "content": "abcde"}))
     assert catching_up.finished
+
+
+def test_a_start_that_comes_after_its_snapshot_is_dropped():
+    """The writing socket answers a snapshot as soon as its reply has a start, which may be before the
+    start's own frame has reached the group: the page gets the reply once, from the snapshot."""
+    from chat import follow, protocol
+
+    start = protocol.followed(protocol.start_frame(message_id=12, user_message_id=11, title="t", profile="quick"),
+                              user_content="Hi", parent_id=None)
+    catching_up = follow.CatchingUp()
+    passed = catching_up.on_snapshot(protocol.snapshot_frame(start, "", 0))
+    passed += catching_up.on_follow(start) + catching_up.on_follow(_delta(1, "a"))
+    assert [json.loads(f)["type"] for f in passed] == ["snapshot", "delta"]
+
+
+def test_a_socket_with_no_reply_to_catch_up_on_passes_on_what_it_held():
+    from chat import follow
+
+    catching_up = follow.CatchingUp()
+    assert catching_up.on_follow(_delta(1, "a")) == []
+    assert catching_up.give_up() == [_delta(1, "a")]
+    assert catching_up.finished and catching_up.on_snapshot("{}") == []
 
 
 def test_catching_up_without_a_snapshot_passes_everything_on_at_the_end():
