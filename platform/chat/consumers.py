@@ -105,9 +105,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._send(frame)
 
     def _recheck(self) -> str | None:
-        """Once the groups are joined, in one database call: access read again (a logout, deactivation or
+        """Once the groups are joined, in one database call: the owner of a reply being written (if this
+        socket follows the conversation's replies), then access read again (a logout, deactivation or
         removal made since the handshake was announced before this socket could hear it, and the page
-        already sees it open), then the owner of a reply being written, if this socket follows them."""
+        already sees it open)."""
         following = follow.conversation_group(self.conversation_id) in self.access_groups
         held = turn_lock.holder(self.conversation_id) if following else None
         access.verify_socket(self.user, self.session_key, self.conversation_id)
