@@ -184,6 +184,7 @@ def test_a_session_deleted_in_the_database_is_refused_at_the_next_turn(live):
     conversation_id = user["conversations"][0]
     ws = open_socket(live.url, conversation_id, user["session"])
     try:
+        expect_served(ws)  # set up: a session deleted before then is refused at connect (its access re-read)
         with sqlite3.connect(live.db.url.removeprefix("sqlite:///")) as conn:  # no signal, no announcement
             conn.execute("DELETE FROM django_session WHERE session_key = ?", (user["session"],))
         expect_served(ws)  # nothing told the socket: it is still open ...
