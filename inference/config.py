@@ -42,8 +42,6 @@ class EngineConfig:
         re-quantized per channel when it is "fp8". See docs/MODELS.md, "FP8".
     kv_cache_dtype: "auto" (the model dtype) or "fp8" (e4m3 with one scale per layer for K and one for
         V: about twice the blocks in the same memory). "fp8_e4m3" is taken as "fp8".
-    cpu_threads: on the CPU, the threads torch computes with in the engine's process (None: torch's
-        default, one per core); the server's PAGODA_ENGINE_CPU_THREADS.
     """
 
     model: str = DEFAULT_MODEL
@@ -68,7 +66,6 @@ class EngineConfig:
     seed: int = 0
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
-    cpu_threads: int | None = None
 
     def __post_init__(self) -> None:
         checks = [
@@ -88,8 +85,6 @@ class EngineConfig:
             ("max_num_waiting", self.max_num_waiting >= 1, ">= 1"),
             ("tensor_parallel_size",
              isinstance(self.tensor_parallel_size, int) and self.tensor_parallel_size >= 1, "an integer >= 1"),
-            ("cpu_threads", self.cpu_threads is None or (isinstance(self.cpu_threads, int) and self.cpu_threads >= 1),
-             "an integer >= 1 or None"),
         ]
         from .quantization import SUPPORTED_KV_CACHE_DTYPES, SUPPORTED_QUANTIZATION
 

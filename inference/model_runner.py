@@ -70,8 +70,6 @@ class ModelRunner:
         self.config = config
         self.tp = tp
         self.device = torch.device(config.resolved_device())
-        if self.device.type == "cpu" and config.cpu_threads is not None and tp is None:
-            torch.set_num_threads(config.cpu_threads)
         if tp is None:
             self.args = args
         else:

@@ -59,20 +59,18 @@ class ReplyLock:
         self.owner = uuid.uuid4().hex
         self._renewing: asyncio.Task | None = None
 
-    async def acquire(self, then: Callable[[], T] | None = None) -> tuple[bool, T | None]:
-        """Take the lease: (False, None) while another owner holds it. With `then`, also run then() under
-        the lease in the same database call (one connection, one thread hop) and return what it gives:
-        (True, then()). If then() raises, the lease is given back and the exception propagates."""
+    async def acquire(self, then: Callable[[], T]) -> tuple[bool, T | None]:
+        """Take the lease: (False, None) while another owner holds it. Else run then() under the lease in
+        the same database call (one connection, one thread hop) and return (True, then()). If then()
+        raises, the lease is given back and the exception propagates."""
         taken, value = await db_call(self._acquire_then)(then)
         if taken:
             self._renewing = asyncio.create_task(self._renew())
         return taken, value
 
-    def _acquire_then(self, then: Callable[[], T] | None) -> tuple[bool, T | None]:
+    def _acquire_then(self, then: Callable[[], T]) -> tuple[bool, T | None]:
         if not acquire(self.conversation_id, self.owner, self.ttl_s):
             return False, None
-        if then is None:
-            return True, None
         try:
             return True, then()
         except BaseException:

@@ -67,8 +67,7 @@ def _build_engine() -> Any:
     from inference import AsyncLLM, EngineConfig
     from inference.errors import EngineDeadError
 
-    config = EngineConfig(**{"model": settings.PAGODA_MODEL, "device": settings.PAGODA_DEVICE,
-                             "cpu_threads": settings.PAGODA_ENGINE_CPU_THREADS, **settings.PAGODA_ENGINE_CONFIG})
+    config = EngineConfig(model=settings.PAGODA_MODEL, device=settings.PAGODA_DEVICE, **settings.PAGODA_ENGINE_CONFIG)
     if settings.PAGODA_ENGINE_CONNECT:
         deadline = time.monotonic() + _CONNECT_TIMEOUT_S
         while True:

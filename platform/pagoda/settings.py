@@ -19,8 +19,6 @@ Environment:
   PAGODA_WEB_PROCESSES  web processes sharing one engine core (deploy/run.sh, `python -m pagoda.serve`;
                     default 1). The launcher sets, per process: PAGODA_ENGINE_LISTEN (the first process's
                     core also takes the others on this Unix socket) or PAGODA_ENGINE_CONNECT (use that core)
-  PAGODA_ENGINE_CPU_THREADS  on the CPU, the engine's torch threads (default: torch's, one per core;
-                    EngineConfig.cpu_threads in PAGODA_ENGINE_CONFIG wins)
   PAGODA_TOOL_PARSER  the tool-call format of /v1 chat answers: hermes | llama3_json | mistral (default:
                     chosen from the model's chat template; see docs/API.md, tool calling)
   PAGODA_PIN_SYNC_SECONDS  how often the server picks up prompt changes made by other processes (default 5; 0 off)
@@ -241,10 +239,6 @@ PAGODA_ENGINE = os.environ.get("PAGODA_ENGINE", "on").strip().lower()
 if PAGODA_ENGINE not in {"on", "lazy", "off"}:
     raise ValueError(f"PAGODA_ENGINE must be on, lazy or off, not {PAGODA_ENGINE!r}")
 PAGODA_ENGINE_CONFIG = json.loads(os.environ.get("PAGODA_ENGINE_CONFIG") or "{}")
-# Unset: torch's default, a thread per core. On 2 cores, leaving one to the web process served SmolLM2
-# 1.4-1.8x slower (docs/BENCHMARKS.md, CPU serving).
-PAGODA_ENGINE_CPU_THREADS = (env.positive_int(os.environ["PAGODA_ENGINE_CPU_THREADS"], 1, "PAGODA_ENGINE_CPU_THREADS")
-                             if os.environ.get("PAGODA_ENGINE_CPU_THREADS") else None)
 PAGODA_ENGINE_LISTEN = os.environ.get("PAGODA_ENGINE_LISTEN") or None
 PAGODA_ENGINE_CONNECT = os.environ.get("PAGODA_ENGINE_CONNECT") or None
 # The tool-call parser of /v1 (inference.tool_parsers); empty: chosen from the model's chat template.
