@@ -27,10 +27,10 @@ SKIP_FILES = {"config.json", "pagoda-converted.json", "generation_config.json", 
 
 
 def default_tokenizer_dir() -> Path:
-    """SmolLM2's converted folder in the local cache (made by deploy/test.sh or the first server start)."""
-    from inference.model_loader import cache_dir
+    """SmolLM2's converted folder in the local cache, converted from the installed GGUF when missing."""
+    from inference.model_loader import resolve_model_path
 
-    return cache_dir() / "models" / "smollm2-135m-instruct"
+    return resolve_model_path("smollm2-135m-instruct")
 
 
 def shape_for_device(device: str, total_bytes: int | None = None) -> dict:

@@ -69,6 +69,8 @@ def main() -> None:
     from tenants.models import Tenant
 
     user, tenant = get_user_model().objects.get(username=USERNAME), Tenant.objects.get(slug="bench")
+    user.set_password(spec["password"])  # this run's, also for a user an earlier run made (a reused --work-dir)
+    user.save(update_fields=["password"])
     out["conversations"] = [history.create_conversation(tenant, user).pk
                             for _ in range(spec.get("num_conversations", 0))]
     out["api_key"] = _command("create_api_key", "bench", "servebench").splitlines()[-1]

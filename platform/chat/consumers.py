@@ -27,6 +27,7 @@ import uuid
 
 from channels.db import aclose_old_connections
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.consumer import get_handler_name
 from django.conf import settings
 
 import engine_runtime
@@ -146,6 +147,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.stop_requested = False
         arrival.stamp()  # the turn's TTFT counts from here (the task below inherits it)
         self.turn_task = asyncio.create_task(self._turn(frame))
+
+    async def dispatch(self, message: dict) -> None:
+        """channels' dispatch without its thread hop to close old database connections before each
+        message. Every database call here closes its own (pagoda.db.db_call); and a reply's every frame
+        reaches each socket of its conversation as a message (chat.follow), so that hop came once a
+        frame per socket, queued in the one thread where the sockets' database calls run."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     # -- access -------------------------------------------------------------------------------------
     async def access_changed(self, event: dict) -> None:

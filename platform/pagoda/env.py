@@ -131,4 +131,4 @@ def channel_layers(redis_url: str | None) -> dict:
                 "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": REDIS_LAYER_SOCKET_TIMEOUT_S}]},
             }
         }
-    return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    return {"default": {"BACKEND": "pagoda.channel_layer.InMemoryChannelLayer"}}

@@ -37,7 +37,7 @@ def channel_layer(request, settings):
         settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {
             "hosts": [REDIS_URL], "prefix": f"pagoda-test-{uuid.uuid4().hex[:8]}"}}}
     else:
-        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "pagoda.channel_layer.InMemoryChannelLayer"}}
     return request.param
 
 
@@ -59,6 +59,14 @@ async def _frames_of_followed_reply(communicator) -> list[dict]:
     while not frames or not (frames[-1].get("followed") and frames[-1]["type"] in ("done", "error")):
         frames.append(await next_frame(communicator))
     return frames
+
+
+async def _until_own_error(communicator, frames: list[dict]) -> None:
+    """Add a tab's frames to `frames` up to its own next error frame (not a followed one)."""
+    while True:
+        frames.append(await next_frame(communicator))
+        if frames[-1]["type"] == "error" and not frames[-1].get("followed"):
+            return
 
 
 # --- the lease --------------------------------------------------------------------------------------
@@ -92,9 +100,12 @@ async def test_a_second_tab_is_refused_and_follows_the_reply(engine, channel_lay
         await _set_up(b)  # open before the reply starts: it follows it from its start
         await send(a, {"type": "user_message", "content": "Tell me a story.", "profile": "long"})
         own = await first_delta(a)
-        await send(b, {"type": "user_message", "content": "Me too"})
-        await send(b, {"type": "regenerate"})
-        followed = await _frames_of_followed_reply(b)
+        followed = []
+        for turn in ({"type": "user_message", "content": "Me too"}, {"type": "regenerate"}):
+            await send(b, turn)  # each once the last is answered: sent at once, it would find that one running
+            await _until_own_error(b, followed)
+        if not any(f.get("followed") and f["type"] in ("done", "error") for f in followed):
+            followed += await _frames_of_followed_reply(b)
         own += await frames_until_end(a)
 
         errors = [f for f in followed if f["type"] == "error" and not f.get("followed")]

@@ -15,7 +15,7 @@ from tenants import pinning
 def _isolated(settings):
     settings.PAGODA_ENGINE = "off"
     settings.PAGODA_PIN_SYNC_SECONDS = 0
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "pagoda.channel_layer.InMemoryChannelLayer"}}
     yield
     pinning._pinned_versions.clear()
     pinning._pin_errors.clear()

@@ -10,7 +10,7 @@ from tenants.models import Membership
 def _no_engine(settings):
     settings.PAGODA_ENGINE = "off"
     settings.PAGODA_PIN_SYNC_SECONDS = 0
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "pagoda.channel_layer.InMemoryChannelLayer"}}
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 

@@ -19,7 +19,7 @@ def _engine_off(settings):
     settings.PAGODA_ENGINE = "off"
     settings.PAGODA_PIN_SYNC_SECONDS = 0
     # Pin announcements stay in this process, even when the run has REDIS_URL (tests/deploy use Redis).
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "pagoda.channel_layer.InMemoryChannelLayer"}}
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast tests only
 
 

@@ -33,7 +33,7 @@ def test_database_pool_is_off_unless_sized():
 
 
 def test_channel_layers_follow_redis_url():
-    assert env.channel_layers(None)["default"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
+    assert env.channel_layers(None)["default"]["BACKEND"] == "pagoda.channel_layer.InMemoryChannelLayer"
     layer = env.channel_layers("redis://127.0.0.1:6379/1")["default"]
     assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
     assert layer["CONFIG"]["hosts"] == [{"address": "redis://127.0.0.1:6379/1", "socket_timeout": 30}]
