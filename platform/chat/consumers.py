@@ -25,9 +25,9 @@ import functools
 import logging
 import uuid
 
+from channels.consumer import get_handler_name
 from channels.db import aclose_old_connections
 from channels.generic.websocket import AsyncWebsocketConsumer
-from channels.consumer import get_handler_name
 from django.conf import settings
 
 import engine_runtime
