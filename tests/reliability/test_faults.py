@@ -5,6 +5,7 @@ supervisor). The database going away is test_faults_database.py.
 Disconnects: 100 here, 1,000 with PAGODA_LOAD_TESTS=1 (half API streams, half chat sockets, in waves
 of 25; half the sockets close cleanly, half drop the TCP connection)."""
 import asyncio
+import subprocess
 import threading
 import time
 
@@ -265,7 +266,11 @@ def test_stopping_the_server_leaves_no_engine_process_behind(tmp_path, tiny_llam
                                seed={"num_users": 1, "num_conversations": 1, "max_tokens": 2}) as server:
             core = _engine_core(server)
             server.process.send_signal(how)
-            assert server.process.wait(30) is not None
+            try:
+                server.process.wait(30)
+            except subprocess.TimeoutExpired:
+                log = server.log_path.read_text(errors="replace")[-4000:]
+                raise AssertionError(f"the server was still running 30 s after {how.name}; its log ends:\n{log}") from None
             try:
                 core.wait(15)
             except psutil.TimeoutExpired:
