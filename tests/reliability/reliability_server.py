@@ -120,10 +120,11 @@ def launch(folder: Path, model: str, *, engine_config: dict, seed: dict, databas
         raise RuntimeError(f"seeding the reliability database failed:\n{done.stderr[-4000:]}")
     seeded = json.loads(done.stdout.strip().splitlines()[-1])
     log_path = folder / "server.log"
+    # Made before the process starts: if they fail, no server is left running.
+    stats_headers, db = _stats_headers(secret_key), live.LiveDb(database_url)
     process, url = _start(env, log_path, faults, daphne_args or [], web_processes)
-    server = RelServer(url=url, keys=seeded["keys"], prompts=seeded["prompts"], db=live.LiveDb(database_url),
-                       stats_headers=_stats_headers(secret_key), log_path=log_path, process=process,
-                       users=seeded["users"], tenants=seeded["tenants"], env=env)
+    server = RelServer(url=url, keys=seeded["keys"], prompts=seeded["prompts"], db=db, stats_headers=stats_headers,
+                       log_path=log_path, process=process, users=seeded["users"], tenants=seeded["tenants"], env=env)
     try:
         live.wait_ready(server, process, [f"tenant:{slug}" for slug in seeded["prompts"]], timeout=ready_timeout)
     except BaseException:
