@@ -250,7 +250,11 @@ def test_a_killed_engine_process_fails_its_requests_clearly_and_comes_back_with_
     assert body["num_restarts"] >= 1 and "killed by signal 9" in (body.get("last_crash") or ""), body
     # A new core, with every tenant's prompt pinned again, serves the next turn.
     assert _engine_core(rel_server).pid != core.pid
-    assert {f"tenant:{slug}" for slug in rel_server.prompts} <= set(rel_server.engine_stats()["pins"])
+    # /health is 200 once the engine is up; the start-up hook re-pins the tenants' prompts right after.
+    wanted, deadline = {f"tenant:{slug}" for slug in rel_server.prompts}, time.monotonic() + 60
+    while not wanted <= set(rel_server.engine_stats()["pins"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert wanted <= set(rel_server.engine_stats()["pins"])
     again = asyncio.run(_chat_once(rel_server, user, later_id))
     assert again.end["type"] == "done" and again.end["status"] == "complete"
     assert rs.leaked_blocks(rel_server.wait_idle()) == 0
