@@ -251,9 +251,8 @@ def test_a_killed_engine_process_fails_its_requests_clearly_and_comes_back_with_
     # A new core, with every tenant's prompt pinned again, serves the next turn.
     assert _engine_core(rel_server).pid != core.pid
     # /health is 200 once the engine is up; the start-up hook re-pins the tenants' prompts right after.
-    wanted, deadline = {f"tenant:{slug}" for slug in rel_server.prompts}, time.monotonic() + 60
-    while not wanted <= set(rel_server.engine_stats()["pins"]) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wanted = {f"tenant:{slug}" for slug in rel_server.prompts}
+    rs.live.wait_ready(rel_server, rel_server.process, sorted(wanted), timeout=60)
     assert wanted <= set(rel_server.engine_stats()["pins"])
     again = asyncio.run(_chat_once(rel_server, user, later_id))
     assert again.end["type"] == "done" and again.end["status"] == "complete"
@@ -273,8 +272,8 @@ def test_stopping_the_server_leaves_no_engine_process_behind(tmp_path, tiny_llam
             try:
                 server.process.wait(30)
             except subprocess.TimeoutExpired:
-                log = server.log_path.read_text(errors="replace")[-4000:]
-                raise AssertionError(f"the server was still running 30 s after {how.name}; its log ends:\n{log}") from None
+                raise AssertionError(f"the server was still running 30 s after {how.name}; its log ends:\n"
+                                     f"{server.log_tail()}") from None
             try:
                 core.wait(15)
             except psutil.TimeoutExpired:
