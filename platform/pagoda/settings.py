@@ -187,6 +187,8 @@ if _DB_POOL and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = env.sqlite_options(os.environ.get("PAGODA_SQLITE_BUSY_TIMEOUT_SECONDS"))
+    # Django's backend, keeping closed connections for the next call (opening one costs more than most calls).
+    DATABASES["default"]["ENGINE"] = "pagoda.sqlite_pool"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Page requests handled at once. With a pool, two fewer than it holds: the chat sockets' calls (one
 # thread) and /v1's do not queue here, and must find a connection free within the pool's timeout.

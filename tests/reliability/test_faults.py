@@ -265,15 +265,20 @@ def test_stopping_the_server_leaves_no_engine_process_behind(tmp_path, tiny_llam
     import psutil
 
     for how in (signal.SIGTERM, signal.SIGINT):
+        # PYTHONFAULTHANDLER: a server that outlives the signal is sent SIGABRT, and its log then ends
+        # with every thread's stack (where it hangs).
         with rs.running_server(tmp_path / how.name, str(tiny_llama_path), engine_config=ROOMY_SMALL,
-                               seed={"num_users": 1, "num_conversations": 1, "max_tokens": 2}) as server:
+                               seed={"num_users": 1, "num_conversations": 1, "max_tokens": 2},
+                               extra_env={"PYTHONFAULTHANDLER": "1"}) as server:
             core = _engine_core(server)
             server.process.send_signal(how)
             try:
                 server.process.wait(30)
             except subprocess.TimeoutExpired:
-                raise AssertionError(f"the server was still running 30 s after {how.name}; its log ends:\n"
-                                     f"{server.log_tail()}") from None
+                server.process.send_signal(signal.SIGABRT)
+                server.process.wait(10)
+                raise AssertionError(f"the server was still running 30 s after {how.name}; its log ends with "
+                                     f"its threads' stacks:\n{server.log_tail(20000)}") from None
             try:
                 core.wait(15)
             except psutil.TimeoutExpired:

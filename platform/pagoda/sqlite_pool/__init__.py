@@ -1,0 +1,1 @@
+"""Django's SQLite backend with connections kept open between database calls (see base)."""
