@@ -19,6 +19,10 @@ that need the engine's internals, in a thread of the same process. Either way it
 A step's deltas travel as plain tuples (`wire.delta_to_tuple`): one pickle of a list, not one
 object per token.
 
+A request whose structured-output constraint is not compiled yet waits outside the engine while a
+thread compiles it (`Grammars.compile_async`), so that the running streams keep stepping; it is added
+when the compile is done (or rejected with the compile's error).
+
 Several web processes of one server can share the core (PAGODA_WEB_PROCESSES): the one that started
 it is its first frontend, and the core also listens on a Unix socket (`listen_path`) where the others
 connect. Each frontend gets "ready" on connecting, and only its own requests' deltas and replies. The
@@ -36,6 +40,8 @@ from multiprocessing.connection import Connection, wait
 
 from .block_manager import Pin
 from .engine import LLMEngine
+from .errors import InvalidRequestError
+from .outputs import StreamDelta
 from .wire import delta_to_tuple, error_to_tuple
 
 log = logging.getLogger("inference")
@@ -57,6 +63,12 @@ class EngineCore:
         self.listener = _listen(listen_path) if listen_path else None
         self._stopping = False
         self._sender = conn  # the frontend whose command is being handled
+        # Requests waiting for their grammar's compile: request id -> (future, its "add" message, sender).
+        self.compiling: dict[str, tuple] = {}
+        # A compile thread writes a byte here when it is done, ending the idle loop's wait.
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._wake_read.setblocking(False)
+        self._wake_write.setblocking(False)
         engine.grammars.warm_up()  # not on the loop at the first structured-output request
 
     def run(self) -> None:
@@ -67,6 +79,8 @@ class EngineCore:
                 self._serve_commands(_IDLE_POLL_S if idle else 0)
                 if self._stopping:
                     break
+                if self.compiling:
+                    self._add_compiled()
                 if engine.has_unfinished():
                     self._send_deltas(engine.step())
         except _FrontendGone:
@@ -82,16 +96,21 @@ class EngineCore:
         finally:
             if self.listener is not None:
                 self.listener.close()
+            self._wake_read.close()
+            self._wake_write.close()
 
     def _serve_commands(self, timeout: float) -> None:
         """Handle every command waiting on any frontend; wait up to `timeout` s for one when idle."""
-        waitables = [*self.frontends, *([self.listener] if self.listener is not None else [])]
+        waitables = [*self.frontends, *([self.listener] if self.listener is not None else []), self._wake_read]
         ready = wait(waitables, timeout)
         if not ready and timeout and self.parent_pid is not None and os.getppid() != self.parent_pid:
             raise _FrontendGone()
         for obj in ready:
             if obj is self.listener:
                 self._accept()
+                continue
+            if obj is self._wake_read:
+                self._drain_wakes()
                 continue
             try:
                 while not self._stopping and obj.poll(0):
@@ -114,6 +133,7 @@ class EngineCore:
         self.frontends.remove(conn)
         for request_id in [r for r, c in self.owner.items() if c is conn]:
             self.owner.pop(request_id)
+            self.compiling.pop(request_id, None)
             self.engine.abort(request_id)  # its blocks are freed now: nobody will read it
         conn.close()
 
@@ -142,14 +162,9 @@ class EngineCore:
     def _handle(self, message: tuple) -> None:
         kind = message[0]
         if kind == "add":
-            _, request_id, prompt, params, tenant = message
-            try:
-                self.engine.add_request(request_id, prompt.tolist(), params, tenant, validated=prompt)
-                self.owner[request_id] = self._sender
-            except Exception as e:  # noqa: BLE001 - handed back to the caller
-                self._send(self._sender, ("rejected", request_id, error_to_tuple(e)))
+            self._add(message)
         elif kind == "abort":
-            delta = self.engine.abort(message[1])
+            delta = self.engine.abort(message[1]) or self._abort_compiling(message[1])
             if delta is not None:
                 self._send_deltas([delta])
         elif kind == "call":
@@ -162,6 +177,59 @@ class EngineCore:
                 self._drop(self._sender)  # a secondary frontend leaving
         else:
             raise ValueError(f"unknown engine command {kind!r}")
+
+    def _add(self, message: tuple) -> None:
+        _, request_id, prompt, params, tenant = message
+        try:
+            if request_id in self.compiling:
+                raise InvalidRequestError(f"request id {request_id!r} is already running", field="request_id")
+            constraint = params.structured_outputs
+            compiling = self.engine.grammars.compile_async(constraint) if constraint is not None else None
+            if compiling is not None:
+                self.compiling[request_id] = (compiling, message, self._sender)
+                compiling.add_done_callback(self._wake)
+            else:
+                self.engine.add_request(request_id, prompt.tolist(), params, tenant, validated=prompt)
+            self.owner[request_id] = self._sender
+        except Exception as e:  # noqa: BLE001 - handed back to the caller
+            self._send(self._sender, ("rejected", request_id, error_to_tuple(e)))
+
+    def _add_compiled(self) -> None:
+        """Add (in arrival order) the waiting requests whose grammar is compiled; reject those whose
+        constraint failed to compile."""
+        for request_id, (future, message, sender) in list(self.compiling.items()):
+            if not future.done():
+                continue
+            del self.compiling[request_id]
+            self.owner.pop(request_id, None)
+            if sender not in self.frontends:
+                continue  # its frontend left meanwhile
+            self._sender = sender
+            error = future.exception()
+            if error is None:
+                self._add(message)
+            else:
+                self._send(sender, ("rejected", request_id, error_to_tuple(error)))
+
+    def _abort_compiling(self, request_id: str) -> StreamDelta | None:
+        waiting = self.compiling.pop(request_id, None)
+        if waiting is None:
+            return None
+        prompt = waiting[1][2]
+        return StreamDelta(request_id, "", [], True, "abort", len(prompt), 0, 0)
+
+    def _wake(self, _future) -> None:
+        try:
+            self._wake_write.send(b"x")
+        except OSError:  # the core has ended (closed), or the pipe is full: the loop is awake anyway
+            pass
+
+    def _drain_wakes(self) -> None:
+        try:
+            while self._wake_read.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
 
     def _reply(self, conn: Connection, call_id: int, ok: bool, value) -> None:
         self._send(conn, ("reply", call_id, ok, error_to_tuple(value) if not ok else value))

@@ -7,6 +7,10 @@ next one is sampled, fills that row of a token bitmask on the CPU (`fill_bitmask
 runner does while the device runs the step's forward pass; the sampler masks the logits with it on the
 device. A preempted sequence keeps its matcher: its output tokens stay, and so does the state.
 
+Compiling a new constraint takes milliseconds to seconds (a large JSON schema). The engine core
+compiles it in a thread (`compile_async`) while the request waits and every other stream keeps
+stepping; the offline engine compiles in add_request.
+
 Requests without a constraint never reach this module: no bitmask, no copy, no extra sync.
 """
 from __future__ import annotations
@@ -15,6 +19,7 @@ import functools
 import logging
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from typing import Any
 
 import torch
@@ -39,7 +44,10 @@ class Grammars:
         self.max_threads = max_threads
         self._compiler = None  # built on the first constrained request, or by warm_up
         self._warming: threading.Thread | None = None
+        self._compiler_lock = threading.Lock()
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
+        self._cache_lock = threading.Lock()  # compile threads fill the cache while the loop reads it
+        self._compiling: dict[tuple, Future] = {}  # constraint key -> its compile in a thread
 
     def warm_up(self) -> None:
         """Build the compiler in a thread now. Its table of the vocabulary takes 0.18 s for SmolLM2's 49k
@@ -66,21 +74,29 @@ class Grammars:
         return xgr.GrammarCompiler(info, max_threads=self.max_threads, cache_enabled=False)
 
     def _xgr_compiler(self):
-        if self._warming is not None:
-            self._warming.join()  # at most what is left of the build
-            self._warming = None
-        if self._compiler is None:
-            if self.tokenizer is None:
-                raise InvalidRequestError("structured outputs need a tokenizer; this engine has none", field=FIELD)
-            self._compiler = self._build_compiler()
-        return self._compiler
+        with self._compiler_lock:
+            if self._warming is not None:
+                self._warming.join()  # at most what is left of the build
+                self._warming = None
+            if self._compiler is None:
+                if self.tokenizer is None:
+                    raise InvalidRequestError("structured outputs need a tokenizer; this engine has none",
+                                              field=FIELD)
+                self._compiler = self._build_compiler()
+            return self._compiler
+
+    def _cached(self, key: tuple):
+        with self._cache_lock:
+            compiled = self._cache.get(key)
+            if compiled is not None:
+                self._cache.move_to_end(key)
+            return compiled
 
     def compile(self, params: StructuredOutputsParams):
         """The compiled grammar of `params` (cached). Raises InvalidRequestError for a bad constraint."""
         key = params.key()
-        compiled = self._cache.get(key)
+        compiled = self._cached(key)
         if compiled is not None:
-            self._cache.move_to_end(key)
             return compiled
         compiler = self._xgr_compiler()
         grammar = params.to_grammar()
@@ -89,10 +105,35 @@ class Grammars:
         except (RuntimeError, ValueError) as e:
             raise InvalidRequestError(f"structured_outputs.{params.kind} cannot be compiled: {clean_error(e)}",
                                       field=FIELD) from None
-        self._cache[key] = compiled
-        if len(self._cache) > MAX_CACHED_GRAMMARS:
-            self._cache.popitem(last=False)
+        with self._cache_lock:
+            self._cache[key] = compiled
+            if len(self._cache) > MAX_CACHED_GRAMMARS:
+                self._cache.popitem(last=False)
         return compiled
+
+    def compile_async(self, params: StructuredOutputsParams) -> Future | None:
+        """None when `params`' grammar is compiled already (matcher() is then cheap); otherwise a Future
+        done when it is, whose exception is the InvalidRequestError of a bad constraint. It compiles in
+        a daemon thread, one per constraint however many requests wait for it."""
+        key = params.key()
+        if self._cached(key) is not None:
+            return None
+        future = self._compiling.get(key)
+        if future is None:
+            future = self._compiling[key] = Future()
+            threading.Thread(target=self._compile_into, args=(params, key, future), name="grammar-compile",
+                             daemon=True).start()
+        return future
+
+    def _compile_into(self, params: StructuredOutputsParams, key: tuple, future: Future) -> None:
+        try:
+            self.compile(params)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting requests
+            future.set_exception(e)
+        else:
+            future.set_result(None)
+        finally:
+            self._compiling.pop(key, None)
 
     def matcher(self, params: StructuredOutputsParams):
         """A fresh matcher of `params`' grammar: one per sequence (n choices get n)."""

@@ -166,3 +166,108 @@ def test_core_process_takes_structured_outputs(tiny_llama_path):
         assert engine.is_alive()
     finally:
         engine.shutdown()
+
+
+def _gated_compiles(grammars, monkeypatch):
+    """Hold every compile of `grammars` (the real one, run when the returned event is set)."""
+    import threading
+
+    gate = threading.Event()
+    compile_for_real = grammars.compile
+
+    def held_compile(params):
+        gate.wait(60)
+        return compile_for_real(params)
+
+    monkeypatch.setattr(grammars, "compile", held_compile)
+    return gate
+
+
+def test_a_new_grammar_compiles_while_the_other_streams_keep_stepping(tiny_llama_path, monkeypatch):
+    """The core compiles a new constraint in a thread: the request waits outside the engine meanwhile,
+    a running stream goes on producing tokens, and the request then runs under its grammar."""
+    from inference import LLMEngine
+
+    engine = LLMEngine(EngineConfig(model=str(tiny_llama_path), device="cpu", num_kv_blocks=64), progress=False)
+    gate = _gated_compiles(engine.grammars, monkeypatch)
+    llm = AsyncLLM(engine=engine)
+    ids = llm.encode_chat([{"role": "user", "content": "Pick."}])
+    choices = ["north", "south", "east"]
+
+    async def scenario():
+        free = llm.generate("free", ids, SamplingParams(temperature=0, max_tokens=40, ignore_eos=True))
+        constrained_out = asyncio.ensure_future(_collect(llm.generate("held", ids, SamplingParams(
+            temperature=0, max_tokens=10, structured_outputs={"choice": choices}))))
+        free_tokens = 0
+        async for d in free:  # every token of this stream comes while the other's grammar is held
+            free_tokens += len(d.token_ids)
+            assert "held" not in engine.output_processor
+        assert free_tokens == 40 and not constrained_out.done()
+        gate.set()
+        return await constrained_out
+
+    deltas = asyncio.run(scenario())
+    try:
+        assert "".join(d.text for d in deltas) in choices and deltas[-1].finish_reason == "stop"
+    finally:
+        llm.shutdown()
+
+
+def test_a_request_aborted_while_its_grammar_compiles_never_runs(tiny_llama_path, monkeypatch):
+    from inference import LLMEngine
+
+    engine = LLMEngine(EngineConfig(model=str(tiny_llama_path), device="cpu", num_kv_blocks=64), progress=False)
+    gate = _gated_compiles(engine.grammars, monkeypatch)
+    added = []
+    add_for_real = engine.add_request
+    monkeypatch.setattr(engine, "add_request", lambda request_id, *a, **kw: (added.append(request_id),
+                                                                             add_for_real(request_id, *a, **kw))[1])
+    llm = AsyncLLM(engine=engine)
+    ids = llm.encode_chat([{"role": "user", "content": "Pick."}])
+    free_blocks = engine.block_manager.pool.num_free
+
+    async def scenario():
+        task = asyncio.ensure_future(_collect(llm.generate("gone", ids, SamplingParams(
+            temperature=0, max_tokens=10, structured_outputs={"regex": "[0-9]{3}"}))))
+        await asyncio.sleep(0.2)
+        task.cancel()  # the client went away while its grammar compiled
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.2)  # the abort reaches the core
+        gate.set()
+        # a later request with the same constraint finds it compiled, and runs
+        return await _collect(llm.generate("next", ids, SamplingParams(
+            temperature=0, max_tokens=10, structured_outputs={"regex": "[0-9]{3}"})))
+
+    try:
+        deltas = asyncio.run(scenario())
+        assert re.fullmatch("[0-9]{3}", "".join(d.text for d in deltas))
+        assert added == ["next"] and not engine.has_unfinished()
+        assert engine.block_manager.pool.num_free == free_blocks
+    finally:
+        llm.shutdown()
+
+
+def test_a_constraint_that_fails_to_compile_in_the_core_is_refused_and_the_core_goes_on(tiny_llama_path,
+                                                                                        monkeypatch):
+    from inference import LLMEngine
+
+    engine = LLMEngine(EngineConfig(model=str(tiny_llama_path), device="cpu", num_kv_blocks=64), progress=False)
+
+    def failing_compile(params):
+        raise InvalidRequestError("structured_outputs.regex cannot be compiled: too large", field="structured_outputs")
+
+    monkeypatch.setattr(engine.grammars, "compile", failing_compile)
+    llm = AsyncLLM(engine=engine)
+    ids = llm.encode_chat([{"role": "user", "content": "Pick."}])
+    try:
+        with pytest.raises(InvalidRequestError, match="cannot be compiled: too large"):
+            asyncio.run(_collect(llm.generate("bad", ids, SamplingParams(structured_outputs={"regex": "[0-9]+"}))))
+        deltas = asyncio.run(_collect(llm.generate("fine", ids, SamplingParams(temperature=0, max_tokens=5))))
+        assert deltas[-1].finished and llm.is_alive()
+    finally:
+        llm.shutdown()
+
+
+async def _collect(stream) -> list:
+    return [d async for d in stream]
