@@ -154,7 +154,9 @@ class LLMEngine:
         return self.scheduler.has_work()
 
     def shutdown(self) -> None:
-        """Stop a tensor-parallel engine's worker processes (a no-op on one rank). Idempotent."""
+        """Stop a tensor-parallel engine's worker processes (a no-op on one rank) and wait for the
+        grammar threads. Idempotent."""
+        self.grammars.close()
         self.runner.shutdown()
 
     # -- the step ------------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ class Grammars:
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
         self._cache_lock = threading.Lock()  # compile threads fill the cache while the loop reads it
         self._compiling: dict[tuple, Future] = {}  # constraint key -> its compile in a thread
+        self._threads: list[threading.Thread] = []  # those compiles' threads
 
     def warm_up(self) -> None:
         """Build the compiler in a thread now. Its table of the vocabulary takes 0.18 s for SmolLM2's 49k
@@ -57,6 +58,13 @@ class Grammars:
             return
         self._warming = threading.Thread(target=self._warm, name="grammar-compiler", daemon=True)
         self._warming.start()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Wait for the compiler's build and the compiles under way (bounded): a process that exits
+        while xgrammar's threads run in them is aborted by the C++ runtime ("terminate called")."""
+        for thread in [self._warming, *self._threads]:
+            if thread is not None:
+                thread.join(timeout)
 
     def _warm(self) -> None:
         try:
@@ -121,8 +129,10 @@ class Grammars:
         future = self._compiling.get(key)
         if future is None:
             future = self._compiling[key] = Future()
-            threading.Thread(target=self._compile_into, args=(params, key, future), name="grammar-compile",
-                             daemon=True).start()
+            thread = threading.Thread(target=self._compile_into, args=(params, key, future),
+                                      name="grammar-compile", daemon=True)
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+            thread.start()
         return future
 
     def _compile_into(self, params: StructuredOutputsParams, key: tuple, future: Future) -> None:

@@ -9,7 +9,9 @@ a lifespan hook would never fire. It loads in a background thread so the server 
 So does the pin listener (tenants.pin_events): with Redis, prompt changes made on any replica re-pin here.
 """
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -45,11 +47,20 @@ def _http_app():
 
 def _stop_engine_with_server() -> None:
     """Under daphne, stop the engine before the reactor shuts down (atexit alone runs too late for
-    a non-daemon engine thread, which would keep the process alive)."""
+    a non-daemon engine thread, which would keep the process alive), and let SIGINT stop the server."""
     if "twisted.internet.reactor" in sys.modules:
         from twisted.internet import reactor
 
         reactor.addSystemEventTrigger("before", "shutdown", engine_runtime.shutdown)
+        _stop_on_sigint()
+
+
+def _stop_on_sigint() -> None:
+    """A server started in the background by a non-interactive shell (`run.sh &` in a script)
+    inherits SIGINT ignored, and Twisted installs its SIGINT handler only over Python's default one:
+    SIGINT would then do nothing. Restore the default, so that SIGINT stops the server as SIGTERM does."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 raise_server_limits()  # oversized headers reach HeaderLimitMiddleware (a JSON 431), not a dropped connection

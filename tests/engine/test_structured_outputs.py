@@ -125,7 +125,7 @@ def test_the_compiler_is_built_ahead_of_the_first_constrained_request(tiny_llama
     grammars = LLM(model=str(tiny_llama_path), progress=False, device="cpu", num_kv_blocks=16).engine.grammars
     assert grammars._compiler is None  # an offline engine builds it on first use
     grammars.warm_up()
-    grammars._warming.join(timeout=60)
+    grammars.close()  # waits for the build (a core process exits only after it)
     built = grammars._compiler
     assert built is not None
     matcher = grammars.matcher(StructuredOutputsParams(choice=["yes", "no"]))

@@ -86,8 +86,12 @@ def _stats_headers(secret_key: str) -> dict[str, str]:
     return {panels.STATS_TOKEN_HEADER: token}
 
 
+# Starts a command with SIGINT ignored, as a script's background job (`run.sh &`) is started.
+SIGINT_IGNORED = ["bash", "-c", 'trap "" INT; exec "$@"', "bash"]
+
+
 def _start(env: dict[str, str], log_path: Path, faults: bool, daphne_args: list[str],
-           web_processes: int = 1) -> tuple[subprocess.Popen, str]:
+           web_processes: int = 1, sigint_ignored: bool = False) -> tuple[subprocess.Popen, str]:
     port = live.free_port()
     log = open(log_path, "wb")
     if web_processes > 1:  # pagoda.serve: several daphne processes sharing one engine core
@@ -96,14 +100,17 @@ def _start(env: dict[str, str], log_path: Path, faults: bool, daphne_args: list[
     else:
         entry = [str(HERE / "faulty_daphne.py")] if faults else ["-m", "daphne"]
         command = [PYTHON, *entry, "-b", "127.0.0.1", "-p", str(port), *daphne_args, "pagoda.asgi:application"]
+    if sigint_ignored:
+        command = [*SIGINT_IGNORED, *command]
     process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     return process, f"http://127.0.0.1:{port}"
 
 
 def launch(folder: Path, model: str, *, engine_config: dict, seed: dict, database_url: str | None = None,
            faults: bool = False, extra_env: dict | None = None, ready_timeout: float = 300,
-           daphne_args: list[str] | None = None, web_processes: int = 1) -> RelServer:
-    """Seed a database, start the server and wait until its engine is ready and the prompts pinned."""
+           daphne_args: list[str] | None = None, web_processes: int = 1, sigint_ignored: bool = False) -> RelServer:
+    """Seed a database, start the server and wait until its engine is ready and the prompts pinned.
+    `sigint_ignored`: the server starts with SIGINT ignored (see SIGINT_IGNORED)."""
     import secrets
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -122,7 +129,7 @@ def launch(folder: Path, model: str, *, engine_config: dict, seed: dict, databas
     log_path = folder / "server.log"
     # Made before the process starts: if they fail, no server is left running.
     stats_headers, db = _stats_headers(secret_key), live.LiveDb(database_url)
-    process, url = _start(env, log_path, faults, daphne_args or [], web_processes)
+    process, url = _start(env, log_path, faults, daphne_args or [], web_processes, sigint_ignored)
     server = RelServer(url=url, keys=seeded["keys"], prompts=seeded["prompts"], db=db, stats_headers=stats_headers,
                        log_path=log_path, process=process, users=seeded["users"], tenants=seeded["tenants"], env=env)
     try:
