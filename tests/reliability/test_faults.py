@@ -264,8 +264,8 @@ def test_stopping_the_server_leaves_no_engine_process_behind(tmp_path, tiny_llam
 
     import psutil
 
-    # SIGINT goes to a server started as a script's background job is, with SIGINT ignored: Twisted
-    # then leaves SIGINT alone unless the server restores it (pagoda.asgi).
+    # The SIGINT server starts as a script's background job (`run.sh &`) does, with SIGINT ignored.
+    # Twisted leaves an ignored SIGINT alone; pagoda.asgi restores it.
     for how in (signal.SIGTERM, signal.SIGINT):
         # PYTHONFAULTHANDLER: a server that outlives the signal is sent SIGABRT, and its log then ends
         # with every thread's stack (where it hangs).
